@@ -1,0 +1,24 @@
+//! The pure domain of gpuq: job specs, job states and the scheduler.
+//!
+//! Nothing in this crate does IO, spawns a process or reads the clock: every
+//! function that needs the time takes `now` as an argument. The daemon and the
+//! simulator call the very same functions, so a figure from the simulator is a
+//! figure of the shipped scheduler.
+
+pub mod duration;
+pub mod scheduler;
+pub mod spec;
+pub mod state;
+
+pub use duration::DurationSpec;
+pub use scheduler::{
+    schedule, Decision, DependencyState, Node, PendingJob, RunningJob, ScheduleInput,
+};
+pub use spec::{JobSpec, Priority, SpecError};
+pub use state::JobState;
+
+/// A job's id: assigned by the store, never reused.
+pub type JobId = u64;
+
+/// A point in time: milliseconds since the Unix epoch.
+pub type Millis = i64;

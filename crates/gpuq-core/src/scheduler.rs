@@ -1,0 +1,256 @@
+//! The scheduler: a pure function from a snapshot of the queue, the running
+//! jobs, the node inventories and `now` to a list of decisions.
+//!
+//! Policy (in this order):
+//! - queue order is priority class (high first), then submit time, then id;
+//! - a job waits until every job in its `after` list succeeded, and fails when
+//!   one of them ended any other way;
+//! - all of a job's GPUs are allocated at once on one node (gang), on the node
+//!   that it fits most tightly (best fit), lowest GPU indices first;
+//! - EASY backfill: the first job that cannot start gets a reservation at the
+//!   earliest time enough GPUs free up (from the running jobs' time limits); a
+//!   later job may start ahead only if it cannot delay that reservation: it
+//!   ends (by its time limit) before the reserved start, or it uses only GPUs
+//!   the reserved job will not need, or it runs on another node.
+
+use crate::{JobId, Millis, Priority};
+use std::collections::BTreeSet;
+
+/// One machine's schedulable resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    /// GPU indices (nvidia-smi order).
+    pub gpus: Vec<u32>,
+    /// Jobs that may run at once on this node (GPU jobs and CPU-only jobs alike).
+    pub slots: u32,
+}
+
+/// A job that holds resources now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningJob {
+    pub id: JobId,
+    /// Index into the node list.
+    pub node: usize,
+    pub gpus: Vec<u32>,
+    /// When its time limit stops it, if it has one.
+    pub ends_by: Option<Millis>,
+}
+
+/// A job waiting in the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingJob {
+    pub id: JobId,
+    pub priority: Priority,
+    pub submitted_at: Millis,
+    pub gpus: u32,
+    pub time_limit_ms: Option<u64>,
+    pub after: Vec<JobId>,
+}
+
+impl PendingJob {
+    /// The queue order: sort ascending by this key.
+    pub fn queue_key(&self) -> QueueKey {
+        QueueKey(std::cmp::Reverse(self.priority), self.submitted_at, self.id)
+    }
+}
+
+/// Sort key of the queue order (priority class first, then submit time, then id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueKey(pub std::cmp::Reverse<Priority>, pub Millis, pub JobId);
+
+/// What the scheduler knows of a job named in an `after` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DependencyState {
+    Succeeded,
+    /// Queued or running: wait.
+    Pending,
+    /// Ended without success; the text is its state ("failed", "cancelled", …).
+    Ended(String),
+    Missing,
+}
+
+/// Everything the scheduler looks at, besides the queue itself.
+pub struct ScheduleInput<'a> {
+    pub now: Millis,
+    pub nodes: &'a [Node],
+    pub running: &'a [RunningJob],
+    /// Dependency lookup; the daemon answers from its state, the simulator from its trace.
+    pub dependency: &'a dyn Fn(JobId) -> DependencyState,
+    /// While drained, nothing starts (dependency failures are still decided).
+    pub drained: bool,
+}
+
+/// A decision for the caller to commit and carry out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Start { job: JobId, node: usize, gpus: Vec<u32> },
+    Fail { job: JobId, reason: String },
+}
+
+struct Reservation {
+    node: usize,
+    /// Reserved start; `None` when some running job has no time limit, so the start is unknown.
+    start: Option<Millis>,
+    /// GPUs free at the reserved start beyond what the reserved job needs.
+    spare_gpus: u32,
+}
+
+/// Decides which queued jobs start now and which fail. `pending` must be in
+/// queue order (see [`PendingJob::queue_key`]).
+pub fn schedule<'p>(
+    input: &ScheduleInput<'_>,
+    pending: impl IntoIterator<Item = &'p PendingJob>,
+) -> Vec<Decision> {
+    let nodes = input.nodes;
+    let mut free: Vec<BTreeSet<u32>> = nodes.iter().map(|n| n.gpus.iter().copied().collect()).collect();
+    let mut free_slots: Vec<u32> = nodes.iter().map(|n| n.slots).collect();
+    // (gpu count, ends_by) of every job holding GPUs, per node, including those started in this pass.
+    let mut holders: Vec<Vec<(u32, Option<Millis>)>> = vec![Vec::new(); nodes.len()];
+    for r in input.running {
+        let Some(node_free) = free.get_mut(r.node) else { continue };
+        for g in &r.gpus {
+            node_free.remove(g);
+        }
+        free_slots[r.node] = free_slots[r.node].saturating_sub(1);
+        holders[r.node].push((r.gpus.len() as u32, r.ends_by));
+    }
+    let largest_node = nodes.iter().map(|n| n.gpus.len() as u32).max().unwrap_or(0);
+
+    let mut decisions = Vec::new();
+    let mut reservation: Option<Reservation> = None;
+    for job in pending {
+        match dependency_verdict(job, input.dependency) {
+            DependencyVerdict::Ready => {}
+            DependencyVerdict::Wait => continue,
+            DependencyVerdict::Fail(reason) => {
+                decisions.push(Decision::Fail { job: job.id, reason });
+                continue;
+            }
+        }
+        if job.gpus > largest_node {
+            decisions.push(Decision::Fail {
+                job: job.id,
+                reason: format!("job asks for {} GPUs; the largest node has {largest_node}", job.gpus),
+            });
+            continue;
+        }
+        if input.drained {
+            continue;
+        }
+        let ends_by = job.time_limit_ms.map(|t| input.now.saturating_add(t as i64));
+        let chosen = best_fit_nodes(job.gpus, &free, &free_slots).into_iter().find(|&node| {
+            match &mut reservation {
+                None => true,
+                Some(r) if r.node != node => true,
+                Some(r) => {
+                    let ends_in_time = matches!((ends_by, r.start), (Some(e), Some(s)) if e <= s);
+                    if ends_in_time {
+                        true
+                    } else if job.gpus <= r.spare_gpus {
+                        r.spare_gpus -= job.gpus;
+                        true
+                    } else {
+                        false
+                    }
+                }
+            }
+        });
+        match chosen {
+            Some(node) => {
+                let gpus: Vec<u32> = free[node].iter().copied().take(job.gpus as usize).collect();
+                for g in &gpus {
+                    free[node].remove(g);
+                }
+                free_slots[node] -= 1;
+                holders[node].push((job.gpus, ends_by));
+                decisions.push(Decision::Start { job: job.id, node, gpus });
+            }
+            None if reservation.is_none() && job.gpus > 0 => {
+                reservation = reserve(job.gpus, input.now, nodes, &free, &holders);
+            }
+            None => {}
+        }
+    }
+    decisions
+}
+
+enum DependencyVerdict {
+    Ready,
+    Wait,
+    Fail(String),
+}
+
+fn dependency_verdict(job: &PendingJob, lookup: &dyn Fn(JobId) -> DependencyState) -> DependencyVerdict {
+    let mut wait = false;
+    for &dep in &job.after {
+        match lookup(dep) {
+            DependencyState::Succeeded => {}
+            DependencyState::Pending => wait = true,
+            DependencyState::Ended(state) => {
+                return DependencyVerdict::Fail(format!("dependency job {dep} {state}"))
+            }
+            DependencyState::Missing => {
+                return DependencyVerdict::Fail(format!("dependency job {dep} does not exist"))
+            }
+        }
+    }
+    if wait {
+        DependencyVerdict::Wait
+    } else {
+        DependencyVerdict::Ready
+    }
+}
+
+/// Nodes where the job fits now, tightest fit first (ties: lower node index).
+fn best_fit_nodes(gpus: u32, free: &[BTreeSet<u32>], free_slots: &[u32]) -> Vec<usize> {
+    let mut fits: Vec<usize> = (0..free.len())
+        .filter(|&n| free_slots[n] > 0 && free[n].len() as u32 >= gpus)
+        .collect();
+    fits.sort_by_key(|&n| (free[n].len() as u32 - gpus, n));
+    fits
+}
+
+/// The earliest start a job of `gpus` GPUs can be promised, from the time limits of the holders.
+fn reserve(
+    gpus: u32,
+    now: Millis,
+    nodes: &[Node],
+    free: &[BTreeSet<u32>],
+    holders: &[Vec<(u32, Option<Millis>)>],
+) -> Option<Reservation> {
+    let mut best: Option<Reservation> = None;
+    for (node, info) in nodes.iter().enumerate() {
+        if (info.gpus.len() as u32) < gpus {
+            continue;
+        }
+        let mut ending: Vec<(u32, Option<Millis>)> = holders[node].iter().copied().filter(|(g, _)| *g > 0).collect();
+        // Unknown ends (no time limit) sort last.
+        ending.sort_by_key(|(_, end)| (end.is_none(), end.unwrap_or(Millis::MAX)));
+        let mut available = free[node].len() as u32;
+        let mut start = Some(now);
+        for (held, end) in ending {
+            if available >= gpus {
+                break;
+            }
+            available += held;
+            start = end;
+        }
+        let candidate = Reservation { node, start, spare_gpus: available.saturating_sub(gpus) };
+        let better = match &best {
+            None => true,
+            Some(b) => match (candidate.start, b.start) {
+                (Some(c), Some(bs)) => c < bs,
+                (Some(_), None) => true,
+                _ => false,
+            },
+        };
+        if better {
+            best = Some(candidate);
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,237 @@
+//! Scenario tests: a builder sets up nodes, running jobs and a queue, then
+//! asserts on the decisions of one scheduling pass.
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+#[derive(Default)]
+struct Scenario {
+    now: Millis,
+    nodes: Vec<Node>,
+    running: Vec<RunningJob>,
+    pending: Vec<PendingJob>,
+    states: HashMap<JobId, DependencyState>,
+    drained: bool,
+}
+
+impl Scenario {
+    fn node(mut self, gpus: u32) -> Self {
+        let name = format!("n{}", self.nodes.len());
+        self.nodes.push(Node { name, gpus: (0..gpus).collect(), slots: 64 });
+        self
+    }
+    fn slots(mut self, node: usize, slots: u32) -> Self {
+        self.nodes[node].slots = slots;
+        self
+    }
+    fn running(mut self, id: JobId, node: usize, gpus: &[u32], ends_by: Option<Millis>) -> Self {
+        self.running.push(RunningJob { id, node, gpus: gpus.to_vec(), ends_by });
+        self
+    }
+    fn queued(self, id: JobId, gpus: u32) -> Self {
+        self.queued_with(id, gpus, |_| {})
+    }
+    fn queued_with(mut self, id: JobId, gpus: u32, f: impl FnOnce(&mut PendingJob)) -> Self {
+        let mut job = PendingJob {
+            id,
+            priority: Priority::Normal,
+            submitted_at: id as Millis,
+            gpus,
+            time_limit_ms: None,
+            after: vec![],
+        };
+        f(&mut job);
+        self.pending.push(job);
+        self
+    }
+    fn dep(mut self, id: JobId, state: DependencyState) -> Self {
+        self.states.insert(id, state);
+        self
+    }
+    fn run(mut self) -> Vec<Decision> {
+        self.pending.sort_by_key(PendingJob::queue_key);
+        let states = self.states;
+        let lookup = move |id: JobId| states.get(&id).cloned().unwrap_or(DependencyState::Missing);
+        let input = ScheduleInput {
+            now: self.now,
+            nodes: &self.nodes,
+            running: &self.running,
+            dependency: &lookup,
+            drained: self.drained,
+        };
+        schedule(&input, &self.pending)
+    }
+}
+
+fn started(decisions: &[Decision]) -> Vec<JobId> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Start { job, .. } => Some(*job),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn gang_allocation_waits_for_all_gpus() {
+    let d = Scenario::default().node(4).running(1, 0, &[0, 1, 2], None).queued(2, 2).run();
+    assert!(d.is_empty(), "{d:?}");
+    let d = Scenario::default().node(4).running(1, 0, &[0, 1], None).queued(2, 2).run();
+    assert_eq!(d, vec![Decision::Start { job: 2, node: 0, gpus: vec![2, 3] }]);
+}
+
+#[test]
+fn priority_class_before_submit_order() {
+    let d = Scenario::default()
+        .node(1)
+        .queued(1, 1)
+        .queued_with(2, 1, |j| j.priority = Priority::High)
+        .queued_with(3, 1, |j| j.priority = Priority::Low)
+        .run();
+    assert_eq!(started(&d), vec![2]);
+}
+
+#[test]
+fn submit_order_within_a_class() {
+    let d = Scenario::default().node(2).queued(5, 1).queued(3, 1).queued(9, 1).run();
+    assert_eq!(started(&d), vec![3, 5]);
+}
+
+#[test]
+fn best_fit_picks_the_tightest_node() {
+    let d = Scenario::default()
+        .node(4)
+        .node(4)
+        .running(1, 1, &[0, 1], None)
+        .queued(2, 2)
+        .run();
+    assert_eq!(d, vec![Decision::Start { job: 2, node: 1, gpus: vec![2, 3] }]);
+}
+
+#[test]
+fn dependency_waits_then_starts_then_fails() {
+    let waiting = Scenario::default().node(1).dep(1, DependencyState::Pending).queued_with(2, 0, |j| j.after = vec![1]).run();
+    assert!(waiting.is_empty());
+    let ok = Scenario::default().node(1).dep(1, DependencyState::Succeeded).queued_with(2, 0, |j| j.after = vec![1]).run();
+    assert_eq!(started(&ok), vec![2]);
+    let failed = Scenario::default()
+        .node(1)
+        .dep(1, DependencyState::Ended("failed".into()))
+        .queued_with(2, 0, |j| j.after = vec![1])
+        .run();
+    assert_eq!(failed, vec![Decision::Fail { job: 2, reason: "dependency job 1 failed".into() }]);
+}
+
+#[test]
+fn too_large_a_job_fails_with_the_largest_node() {
+    let d = Scenario::default().node(4).node(2).queued(1, 9).run();
+    assert_eq!(d, vec![Decision::Fail { job: 1, reason: "job asks for 9 GPUs; the largest node has 4".into() }]);
+}
+
+#[test]
+fn drained_queue_starts_nothing() {
+    let mut s = Scenario::default().node(2).queued(1, 1);
+    s.drained = true;
+    assert!(s.run().is_empty());
+}
+
+#[test]
+fn slots_bound_cpu_only_jobs() {
+    let d = Scenario::default().node(0).slots(0, 2).queued(1, 0).queued(2, 0).queued(3, 0).run();
+    assert_eq!(started(&d), vec![1, 2]);
+}
+
+#[test]
+fn backfill_starts_a_short_job_that_ends_before_the_reservation() {
+    // Job 1 holds 3 of 4 GPUs until t=1000; job 2 needs 4 and is reserved at 1000.
+    let base = || Scenario::default().node(4).running(1, 0, &[0, 1, 2], Some(1000)).queued(2, 4);
+    let short = base().queued_with(3, 1, |j| j.time_limit_ms = Some(500)).run();
+    assert_eq!(started(&short), vec![3]);
+    let long = base().queued_with(3, 1, |j| j.time_limit_ms = Some(5000)).run();
+    assert!(started(&long).is_empty(), "a long job would delay the head");
+    let unlimited = base().queued(3, 1).run();
+    assert!(started(&unlimited).is_empty(), "a job without a limit could delay the head");
+}
+
+#[test]
+fn backfill_may_use_gpus_the_head_does_not_need() {
+    // 8 GPUs; job 1 holds 6 until t=1000. Head needs 4: at t=1000 there are 8 free, 4 spare.
+    let d = Scenario::default()
+        .node(8)
+        .running(1, 0, &[0, 1, 2, 3, 4, 5], Some(1000))
+        .queued(2, 4)
+        .queued(3, 1)
+        .queued(4, 1)
+        .run();
+    assert_eq!(started(&d), vec![3, 4]);
+}
+
+/// A random workload: submissions and job ends interleaved, on random nodes.
+fn ops() -> impl Strategy<Value = (Vec<u32>, Vec<(bool, u32, u8)>)> {
+    (
+        proptest::collection::vec(0u32..6, 1..4),
+        proptest::collection::vec((any::<bool>(), 0u32..7, any::<u8>()), 1..80),
+    )
+}
+
+proptest! {
+    /// Whatever the sequence of submits and exits, no GPU is ever held by two
+    /// running jobs and every started job gets exactly the GPUs it asked for.
+    #[test]
+    fn no_gpu_is_shared_and_counts_are_honoured((node_sizes, ops) in ops()) {
+        let nodes: Vec<Node> = node_sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &g)| Node { name: format!("n{i}"), gpus: (0..g).collect(), slots: 4 })
+            .collect();
+        let mut running: Vec<RunningJob> = Vec::new();
+        let mut pending: Vec<PendingJob> = Vec::new();
+        let mut asked: HashMap<JobId, u32> = HashMap::new();
+        let mut next_id: JobId = 1;
+        let mut now: Millis = 0;
+        for (submit, gpus, pick) in ops {
+            now += 10;
+            if submit {
+                pending.push(PendingJob {
+                    id: next_id,
+                    priority: [Priority::Low, Priority::Normal, Priority::High][pick as usize % 3],
+                    submitted_at: now,
+                    gpus,
+                    time_limit_ms: (pick % 2 == 0).then_some(pick as u64 * 10),
+                    after: vec![],
+                });
+                asked.insert(next_id, gpus);
+                next_id += 1;
+            } else if !running.is_empty() {
+                running.remove(pick as usize % running.len());
+            }
+            pending.sort_by_key(PendingJob::queue_key);
+            let lookup = |_| DependencyState::Succeeded;
+            let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false };
+            for d in schedule(&input, &pending) {
+                match d {
+                    Decision::Start { job, node, gpus } => {
+                        prop_assert_eq!(gpus.len() as u32, asked[&job]);
+                        prop_assert!(gpus.iter().all(|g| nodes[node].gpus.contains(g)));
+                        pending.retain(|p| p.id != job);
+                        running.push(RunningJob { id: job, node, gpus, ends_by: None });
+                    }
+                    Decision::Fail { job, .. } => {
+                        prop_assert!(asked[&job] > *node_sizes.iter().max().unwrap());
+                        pending.retain(|p| p.id != job);
+                    }
+                }
+            }
+            let mut held = std::collections::HashSet::new();
+            for r in &running {
+                for g in &r.gpus {
+                    prop_assert!(held.insert((r.node, *g)), "GPU {} on node {} held twice", g, r.node);
+                }
+            }
+            let per_node = |n: usize| running.iter().filter(|r| r.node == n).count() as u32;
+            prop_assert!((0..nodes.len()).all(|n| per_node(n) <= nodes[n].slots));
+        }
+    }
+}

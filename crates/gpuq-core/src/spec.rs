@@ -1,0 +1,266 @@
+//! The job spec: what a user asks for, from flags or from a YAML file.
+
+use crate::{DurationSpec, JobId};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+/// Priority class. Higher classes start first; within a class, submit order.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+}
+
+impl Priority {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+        }
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Priority {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "low" => Ok(Priority::Low),
+            "normal" => Ok(Priority::Normal),
+            "high" => Ok(Priority::High),
+            other => Err(SpecError::new(
+                "priority",
+                format!("{other:?} is not a priority class; use low, normal or high"),
+            )),
+        }
+    }
+}
+
+/// What a job runs and what it needs. The same fields as the `gpuq submit` flags.
+///
+/// Exactly one of `command` (an argument vector, executed directly) and `run`
+/// (a script, executed by `bash -e -c`) must be given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// A short name shown in listings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The program and its arguments, executed without a shell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// A multi-line script, executed by `bash -e -c` (stops at the first failing line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Number of GPUs, all allocated at once on one node.
+    #[serde(default)]
+    pub gpus: u32,
+    /// Priority class: low, normal (default) or high.
+    #[serde(default)]
+    pub priority: Priority,
+    /// How many times a failed attempt is retried.
+    #[serde(default)]
+    pub retries: u32,
+    /// Wall-clock limit of one attempt; the job is stopped when it is reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<DurationSpec>,
+    /// Time between SIGTERM and SIGKILL when the job is stopped (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace: Option<DurationSpec>,
+    /// Environment variables set on top of the submitter's environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Working directory (default: the directory `gpuq submit` ran in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Project the job's usage is accounted to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Start only after these jobs succeeded; if one fails, this job fails too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<JobId>,
+    /// The job may be stopped and requeued to make room for higher-priority work.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preemptible: bool,
+}
+
+/// A spec field that cannot be accepted, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SpecError {
+    pub field: String,
+    pub message: String,
+}
+
+impl SpecError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { field: field.into(), message: message.into() }
+    }
+}
+
+/// Upper bound on GPUs a single job may ask for; larger values are typos.
+pub const MAX_GPUS_PER_JOB: u32 = 1024;
+const MAX_NAME_LEN: usize = 200;
+
+impl JobSpec {
+    /// Checks what can be checked without knowing the cluster.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        match (&self.command, &self.run) {
+            (Some(_), Some(_)) => {
+                return Err(SpecError::new(
+                    "command",
+                    "give either `command` (an argument list) or `run` (a script), not both",
+                ))
+            }
+            (None, None) => {
+                return Err(SpecError::new(
+                    "command",
+                    "the job has no command; give `command` (e.g. gpuq submit -- python train.py) or a `run` script",
+                ))
+            }
+            (Some(argv), None) => {
+                if argv.is_empty() || argv[0].trim().is_empty() {
+                    return Err(SpecError::new(
+                        "command",
+                        "the command is empty; give the program to run, e.g. -- python train.py",
+                    ));
+                }
+                if argv.iter().any(|a| a.contains('\0')) {
+                    return Err(SpecError::new("command", "an argument contains a NUL byte"));
+                }
+            }
+            (None, Some(script)) => {
+                if script.trim().is_empty() {
+                    return Err(SpecError::new("run", "the script is empty; give at least one command"));
+                }
+                if script.contains('\0') {
+                    return Err(SpecError::new("run", "the script contains a NUL byte"));
+                }
+            }
+        }
+        if let Some(name) = &self.name {
+            if name.is_empty() || name.len() > MAX_NAME_LEN || name.chars().any(char::is_control) {
+                return Err(SpecError::new(
+                    "name",
+                    format!("names are 1 to {MAX_NAME_LEN} printable characters"),
+                ));
+            }
+        }
+        if self.gpus > MAX_GPUS_PER_JOB {
+            return Err(SpecError::new(
+                "gpus",
+                format!("{} GPUs is more than any node has; the limit is {MAX_GPUS_PER_JOB}", self.gpus),
+            ));
+        }
+        for (key, value) in &self.env {
+            let valid = !key.is_empty()
+                && !key.starts_with(|c: char| c.is_ascii_digit())
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(SpecError::new(
+                    format!("env.{key}"),
+                    "variable names are letters, digits and _, not starting with a digit",
+                ));
+            }
+            if value.contains('\0') {
+                return Err(SpecError::new(format!("env.{key}"), "the value contains a NUL byte"));
+            }
+        }
+        if let Some(cwd) = &self.cwd {
+            if cwd.is_empty() || cwd.contains('\0') {
+                return Err(SpecError::new("cwd", "give a directory path"));
+            }
+        }
+        if let Some(project) = &self.project {
+            if project.is_empty() || project.len() > MAX_NAME_LEN || project.chars().any(char::is_control) {
+                return Err(SpecError::new("project", "project names are 1 to 200 printable characters"));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for dep in &self.after {
+            if !seen.insert(dep) {
+                return Err(SpecError::new("after", format!("job {dep} is listed twice")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The argument vector the executor runs.
+    pub fn argv(&self) -> Vec<String> {
+        match (&self.command, &self.run) {
+            (Some(argv), _) => argv.clone(),
+            (None, Some(script)) => vec!["bash".into(), "-e".into(), "-c".into(), script.clone()],
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The command as one line, for listings.
+    pub fn display_command(&self) -> String {
+        match (&self.command, &self.run) {
+            (Some(argv), _) => argv.join(" "),
+            (None, Some(script)) => script.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; "),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(argv: &[&str]) -> JobSpec {
+        JobSpec { command: Some(argv.iter().map(|s| s.to_string()).collect()), ..Default::default() }
+    }
+
+    #[test]
+    fn accepts_a_plain_command() {
+        cmd(&["python", "train.py"]).validate().unwrap();
+    }
+
+    #[test]
+    fn names_the_field_of_each_mistake() {
+        assert_eq!(JobSpec::default().validate().unwrap_err().field, "command");
+        assert_eq!(cmd(&[""]).validate().unwrap_err().field, "command");
+        let mut s = cmd(&["x"]);
+        s.run = Some("echo".into());
+        assert_eq!(s.validate().unwrap_err().field, "command");
+        let mut s = cmd(&["x"]);
+        s.env.insert("1BAD".into(), "v".into());
+        assert_eq!(s.validate().unwrap_err().field, "env.1BAD");
+        let mut s = cmd(&["x"]);
+        s.after = vec![3, 3];
+        assert_eq!(s.validate().unwrap_err().field, "after");
+        let mut s = cmd(&["x"]);
+        s.gpus = 5000;
+        assert_eq!(s.validate().unwrap_err().field, "gpus");
+        let s = JobSpec { run: Some("  \n".into()), ..Default::default() };
+        assert_eq!(s.validate().unwrap_err().field, "run");
+    }
+
+    #[test]
+    fn run_script_goes_through_bash_e() {
+        let s = JobSpec { run: Some("echo a\necho b\n".into()), ..Default::default() };
+        assert_eq!(s.argv()[..3], ["bash", "-e", "-c"]);
+        assert_eq!(s.display_command(), "echo a; echo b");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let e = serde_json::from_str::<JobSpec>(r#"{"command":["x"],"gpu":2}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `gpu`"), "{e}");
+    }
+}

@@ -1,0 +1,64 @@
+"""Graceful stop: turn SIGTERM / SIGUSR1 into a flag that the training loop polls.
+
+When gpuq cancels, preempts or times out a job it sends SIGTERM to the job, waits a grace
+period, and then sends SIGKILL. A trainer that calls :func:`should_stop` in its loop can use
+the grace period to save a checkpoint and exit (exit code 75 asks gpuq to requeue the job).
+"""
+
+import signal
+import threading
+
+_stop_requested = False
+_installed = False
+_lock = threading.Lock()
+
+
+def _signals():
+    sigs = []
+    for name in ("SIGTERM", "SIGUSR1"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            sigs.append(sig)
+    return sigs
+
+
+def _handler(signum, frame):
+    global _stop_requested
+    _stop_requested = True
+
+
+def install_stop_handler():
+    """Install the SIGTERM/SIGUSR1 handlers that make :func:`should_stop` return True.
+
+    The handlers only set a flag: the process is not killed, and previously installed
+    handlers are replaced, not chained. Signal handlers can only be installed from the main
+    thread; elsewhere (or where signals are unsupported) this does nothing. Calling it again
+    is harmless. Returns True when the handlers are in place.
+    """
+    global _installed
+    try:
+        if _installed:
+            return True
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        with _lock:
+            if _installed:
+                return True
+            for sig in _signals():
+                signal.signal(sig, _handler)
+            _installed = True
+        return True
+    except Exception:
+        return False
+
+
+def should_stop():
+    """True once gpuq asked the job to stop (SIGTERM or SIGUSR1 was received).
+
+    The first call installs the signal handlers (see :func:`install_stop_handler`); call it,
+    or ``install_stop_handler()``, early in the program so that a signal arriving before the
+    first check is caught too. Until then, SIGTERM keeps its default effect.
+    """
+    if not _installed:
+        install_stop_handler()
+    return _stop_requested

@@ -1,0 +1,331 @@
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import gpuq
+from gpuq import _util
+
+from conftest import SDK_DIR
+
+
+@pytest.fixture(autouse=True)
+def reset_warnings(monkeypatch):
+    monkeypatch.setattr(_util, "_warned", set())
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f.read().splitlines()]
+
+
+# --- log ---------------------------------------------------------------------------------
+
+
+def test_log_appends_json_lines(tmp_path, monkeypatch):
+    metrics = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv("GPUQ_METRICS_FILE", str(metrics))
+    before = time.time()
+    gpuq.log(step=1, loss=0.5, acc=0.25)
+    gpuq.log(step=2, loss=0.4, note="hello")
+    gpuq.log(lr=1e-3)
+    after = time.time()
+
+    lines = read_lines(metrics)
+    assert len(lines) == 3
+    assert lines[0]["step"] == 1 and lines[0]["loss"] == 0.5 and lines[0]["acc"] == 0.25
+    assert lines[1] == {"step": 2, "loss": 0.4, "note": "hello", "time": lines[1]["time"]}
+    assert "step" not in lines[2] and lines[2]["lr"] == 1e-3
+    for rec in lines:
+        assert isinstance(rec["time"], float)
+        assert before - 1 <= rec["time"] <= after + 1
+    assert list(lines[0]) == ["step", "loss", "acc", "time"]
+
+
+def test_log_creates_parent_directories(tmp_path, monkeypatch):
+    metrics = tmp_path / "a" / "b" / "metrics.jsonl"
+    monkeypatch.setenv("GPUQ_METRICS_FILE", str(metrics))
+    gpuq.log(step=0, loss=1.0)
+    assert read_lines(metrics)[0]["loss"] == 1.0
+
+
+def test_log_fallback_outside_gpuq(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert not gpuq.inside_gpuq()
+    gpuq.log(step=3, loss=2.0)
+    lines = read_lines(tmp_path / ".gpuq" / "metrics.jsonl")
+    assert lines[0]["step"] == 3 and lines[0]["loss"] == 2.0
+
+
+def test_log_never_raises_on_unwritable_path(monkeypatch, capsys):
+    monkeypatch.setenv("GPUQ_METRICS_FILE", "/proc/nonexistent/x")
+    assert gpuq.log(step=1, loss=0.1) is None
+    gpuq.log(step=2, loss=0.2)
+    gpuq.log(step=3, loss=0.3)
+    err = capsys.readouterr().err
+    assert err.count("gpuq: warning") == 1
+
+
+def test_log_never_raises_on_directory_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPUQ_METRICS_FILE", str(tmp_path))  # a directory, not a file
+    gpuq.log(step=1, loss=0.1)
+    assert "gpuq: warning" in capsys.readouterr().err
+
+
+class FakeScalar:
+    """Stands in for a numpy/torch scalar: not JSON-serialisable, but has ``item()``."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def item(self):
+        return self.v
+
+
+class FloatOnly:
+    def __float__(self):
+        return 1.5
+
+
+class IndexOnly:
+    def __index__(self):
+        return 7
+
+
+class Opaque:
+    def __str__(self):
+        return "opaque!"
+
+
+class Hostile:
+    def __str__(self):
+        raise RuntimeError("no str")
+
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+    def __float__(self):
+        raise RuntimeError("no float")
+
+
+def test_log_converts_unserialisable_values(tmp_path, monkeypatch, capsys):
+    metrics = tmp_path / "m.jsonl"
+    monkeypatch.setenv("GPUQ_METRICS_FILE", str(metrics))
+    gpuq.log(
+        step=FakeScalar(4),
+        loss=FakeScalar(0.25),
+        f=FloatOnly(),
+        i=IndexOnly(),
+        o=Opaque(),
+        h=Hostile(),
+        p=pathlib.Path("/x/y"),
+        s={1, 2},
+        nested={"a": [1, FloatOnly(), (2, 3)], 5: "five"},
+        nan=float("nan"),
+        inf=-math.inf,
+        flag=True,
+        none=None,
+    )
+    rec = read_lines(metrics)[0]
+    assert rec["step"] == 4
+    assert rec["loss"] == 0.25
+    assert rec["f"] == 1.5
+    assert rec["i"] == 7
+    assert rec["o"] == "opaque!"
+    assert isinstance(rec["h"], str)
+    assert rec["p"] == "/x/y"
+    assert isinstance(rec["s"], str)
+    assert rec["nested"] == {"a": [1, 1.5, [2, 3]], "5": "five"}
+    assert rec["nan"] is None and rec["inf"] is None
+    assert rec["flag"] is True and rec["none"] is None
+    assert capsys.readouterr().err == ""
+
+
+def test_log_with_numpy_values_if_available(tmp_path, monkeypatch):
+    np = pytest.importorskip("numpy")
+    metrics = tmp_path / "m.jsonl"
+    monkeypatch.setenv("GPUQ_METRICS_FILE", str(metrics))
+    gpuq.log(step=np.int64(5), loss=np.float32(0.5), arr=np.arange(3), flag=np.bool_(True))
+    rec = read_lines(metrics)[0]
+    assert rec["step"] == 5 and rec["loss"] == 0.5 and rec["flag"] is True
+    assert isinstance(rec["arr"], str)
+
+
+def test_log_concurrent_threads_do_not_interleave(tmp_path, monkeypatch):
+    metrics = tmp_path / "m.jsonl"
+    monkeypatch.setenv("GPUQ_METRICS_FILE", str(metrics))
+
+    def worker(n):
+        for i in range(100):
+            gpuq.log(step=i, worker=n, pad="x" * 200)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(read_lines(metrics)) == 400
+
+
+# --- directories -------------------------------------------------------------------------
+
+
+def test_checkpoint_dir_created_from_env(tmp_path, monkeypatch):
+    target = tmp_path / "ckpts" / "job-7"
+    monkeypatch.setenv("GPUQ_CHECKPOINT_DIR", str(target))
+    path = gpuq.checkpoint_dir()
+    assert isinstance(path, pathlib.Path)
+    assert path == target
+    assert path.is_dir()
+
+
+def test_output_dir_created_from_env(tmp_path, monkeypatch):
+    target = tmp_path / "out"
+    monkeypatch.setenv("GPUQ_OUTPUT_DIR", str(target))
+    assert gpuq.output_dir() == target
+    assert target.is_dir()
+
+
+def test_dirs_fallback_outside_gpuq(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ckpt = gpuq.checkpoint_dir()
+    out = gpuq.output_dir()
+    assert ckpt == tmp_path / ".gpuq" / "checkpoints" and ckpt.is_dir()
+    assert out == tmp_path / ".gpuq" / "outputs" and out.is_dir()
+    assert ckpt.is_absolute()
+
+
+def test_checkpoint_dir_never_raises_when_uncreatable(monkeypatch, capsys):
+    monkeypatch.setenv("GPUQ_CHECKPOINT_DIR", "/proc/nonexistent/ckpt")
+    path = gpuq.checkpoint_dir()
+    assert path == pathlib.Path("/proc/nonexistent/ckpt")
+    assert "gpuq: warning" in capsys.readouterr().err
+
+
+# --- attempt / job_id / params / inside_gpuq ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [(None, 1), ("1", 1), ("2", 2), (" 3 ", 3), ("", 1), ("abc", 1), ("2.5", 1), ("0", 1), ("-4", 1)],
+)
+def test_attempt(monkeypatch, value, expected):
+    if value is not None:
+        monkeypatch.setenv("GPUQ_ATTEMPT", value)
+    assert gpuq.attempt() == expected
+
+
+@pytest.mark.parametrize("value,expected", [(None, None), ("42", 42), ("x", None), ("", None)])
+def test_job_id(monkeypatch, value, expected):
+    if value is not None:
+        monkeypatch.setenv("GPUQ_JOB_ID", value)
+    assert gpuq.job_id() == expected
+
+
+def test_inside_gpuq(monkeypatch):
+    assert gpuq.inside_gpuq() is False
+    monkeypatch.setenv("GPUQ_JOB_ID", "12")
+    assert gpuq.inside_gpuq() is True
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (None, {}),
+        ('{"lr": 0.001, "layers": [1, 2], "name": "x"}', {"lr": 0.001, "layers": [1, 2], "name": "x"}),
+        ("{}", {}),
+        ("not json", {}),
+        ("[1, 2]", {}),
+        ("3", {}),
+        ("", {}),
+        ('{"a": ', {}),
+    ],
+)
+def test_params(monkeypatch, value, expected):
+    if value is not None:
+        monkeypatch.setenv("GPUQ_PARAMS", value)
+    assert gpuq.params() == expected
+
+
+def test_params_returns_fresh_dict(monkeypatch):
+    monkeypatch.setenv("GPUQ_PARAMS", '{"a": 1}')
+    gpuq.params()["a"] = 2
+    assert gpuq.params() == {"a": 1}
+
+
+def test_version():
+    assert gpuq.__version__ == "0.1.0"
+    pyproject = (pathlib.Path(SDK_DIR) / "pyproject.toml").read_text()
+    assert 'version = "%s"' % gpuq.__version__ in pyproject
+
+
+# --- stop handling -----------------------------------------------------------------------
+
+
+def run_child(code, env, timeout=30):
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGUSR1"])
+def test_should_stop_after_signal(child_env, signame):
+    code = """
+        import os, signal, time
+        import gpuq
+        print("before", gpuq.should_stop())
+        print("installed", gpuq.install_stop_handler())
+        os.kill(os.getpid(), signal.%s)
+        for _ in range(100):
+            if gpuq.should_stop():
+                break
+            time.sleep(0.01)
+        print("after", gpuq.should_stop())
+    """ % signame
+    proc = run_child(code, child_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["before", "False", "installed", "True", "after", "True"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_should_stop_installs_handler_lazily(child_env):
+    # should_stop() alone installs the handler; SIGTERM no longer kills the process.
+    code = """
+        import os, signal, time
+        import gpuq
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        gpuq.should_stop()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        print(gpuq.should_stop())
+    """
+    proc = run_child(code, child_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_install_stop_handler_off_main_thread_is_harmless(child_env):
+    code = """
+        import threading
+        import gpuq
+        out = []
+        t = threading.Thread(target=lambda: out.append((gpuq.install_stop_handler(), gpuq.should_stop())))
+        t.start(); t.join()
+        print(out[0], gpuq.install_stop_handler())
+    """
+    proc = run_child(code, child_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "(False, False) True"
