@@ -1,1 +1,76 @@
+//! The gpuq HTTP/JSON API: the types both sides exchange, and the client used by
+//! the CLI. The server lives in the `gpuq` binary; the OpenAPI document is
+//! `docs/openapi.json`.
 
+mod client;
+
+pub use client::{ApiError, Client, LogChunk};
+
+use gpuq_core::{Attempt, Event, Job, JobId, JobSpec};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Header carrying the next byte offset of a log read.
+pub const HEADER_LOG_OFFSET: &str = "x-gpuq-log-offset";
+/// Header set to `true` when the attempt ended and everything was read.
+pub const HEADER_LOG_COMPLETE: &str = "x-gpuq-log-complete";
+/// Header naming the attempt a log read returned.
+pub const HEADER_LOG_ATTEMPT: &str = "x-gpuq-log-attempt";
+
+/// `POST /v1/jobs`
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SubmitRequest {
+    pub spec: JobSpec,
+    /// The submitter's working directory, used unless the spec sets `cwd`.
+    pub cwd: String,
+    /// The submitter's environment at submit time; the spec's `env` overrides it.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Who submits (a local daemon trusts its single user's client).
+    pub user: String,
+}
+
+/// `GET /v1/jobs/{id}`: the job with its attempts and history.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct JobDetail {
+    #[serde(flatten)]
+    pub job: Job,
+    pub attempts: Vec<Attempt>,
+    pub events: Vec<Event>,
+}
+
+/// `GET /v1/gpus`: one GPU and who holds it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct GpuStatus {
+    pub node: String,
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub memory_mib: u64,
+    pub job: Option<JobId>,
+    pub user: Option<String>,
+    pub job_name: Option<String>,
+}
+
+/// `GET /v1/info`
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ServerInfo {
+    pub version: String,
+    pub node: String,
+    pub gpus: u32,
+    /// What GPU discovery found, in words.
+    pub gpu_discovery: String,
+    pub slots: u32,
+    pub home: String,
+    pub pid: u32,
+}
+
+/// Body of every error response.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorBody {
+    pub error: String,
+    /// The offending field of the request, when one is to blame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}

@@ -6,11 +6,13 @@
 //! figure of the shipped scheduler.
 
 pub mod duration;
+pub mod job;
 pub mod scheduler;
 pub mod spec;
 pub mod state;
 
 pub use duration::DurationSpec;
+pub use job::{Attempt, Event, Job};
 pub use scheduler::{
     schedule, Decision, DependencyState, Node, PendingJob, RunningJob, ScheduleInput,
 };

@@ -1,1 +1,20 @@
+//! Backends that run jobs. Today: the local executor, which starts each attempt
+//! under a small supervisor process (`gpuq __supervise`) that owns the job's
+//! process group and records its exit status on disk, so a job outlives a
+//! daemon restart and its end is never missed.
 
+pub mod layout;
+pub mod local;
+pub mod supervisor;
+
+pub use layout::JobDir;
+pub use local::{LaunchRequest, LocalExecutor};
+pub use supervisor::{supervise, ExitRecord};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("cannot prepare job directory {path}: {source}")]
+    JobDir { path: String, source: std::io::Error },
+    #[error("cannot signal job: {0}")]
+    Signal(std::io::Error),
+}

@@ -1,1 +1,336 @@
+//! SQLite persistence for gpuq.
+//!
+//! Current-state tables (`jobs`, `attempts`) plus an append-only `events` table,
+//! written in one transaction per state change: a change is durable, with its
+//! event row, before the daemon carries out its side effect.
 
+mod schema;
+
+use gpuq_core::{Attempt, Event, Job, JobId, JobSpec, JobState, Millis, Priority};
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the disk holding the gpuq database is full; free space and retry (nothing was written)")]
+    DiskFull,
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("corrupt row for job {id}: {why}")]
+    Corrupt { id: JobId, why: String },
+    #[error("the database was written by a newer gpuq (schema {found}, this build knows {known}); upgrade gpuq")]
+    TooNew { found: i64, known: i64 },
+}
+
+impl StoreError {
+    fn from_sqlite(e: rusqlite::Error) -> Self {
+        match &e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => StoreError::DiskFull,
+            _ => StoreError::Sqlite(e),
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// A job as submitted, with the submitter's context resolved.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub spec: JobSpec,
+    pub user: String,
+    pub cwd: String,
+    /// The submitter's environment with the spec's overrides applied.
+    pub env: BTreeMap<String, String>,
+}
+
+/// What the executor needs to start an attempt.
+#[derive(Debug, Clone)]
+pub struct LaunchInfo {
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub env: BTreeMap<String, String>,
+}
+
+/// A start decided by the scheduler.
+#[derive(Debug, Clone)]
+pub struct StartRecord {
+    pub job: JobId,
+    pub node: String,
+    pub gpus: Vec<u32>,
+}
+
+/// How an attempt ended, and what becomes of the job.
+#[derive(Debug, Clone)]
+pub struct AttemptEnd {
+    pub job: JobId,
+    pub attempt: u32,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The job's next state: a terminal state, or `Queued` for a retry.
+    pub next_state: JobState,
+    pub reason: String,
+}
+
+/// Filter of `list`.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub states: Vec<JobState>,
+    pub limit: Option<u32>,
+}
+
+pub struct Store {
+    conn: Connection,
+}
+
+const JOB_COLUMNS: &str = "id, name, user, project, state, priority, gpus_requested, gpus, node, command, cwd, \
+     attempt, exit_code, signal, reason, submitted_at, started_at, ended_at, spec";
+
+impl Store {
+    /// Opens (creating if needed) the database, with WAL and the durability settings
+    /// documented in docs/ARCHITECTURE.md.
+    pub fn open(path: &Path) -> Result<Self> {
+        let conn = Connection::open(path).map_err(StoreError::from_sqlite)?;
+        schema::configure(&conn)?;
+        schema::migrate(&conn)?;
+        Ok(Self { conn })
+    }
+
+    pub fn open_in_memory() -> Result<Self> {
+        let conn = Connection::open_in_memory()?;
+        schema::migrate(&conn)?;
+        Ok(Self { conn })
+    }
+
+    fn write<T>(&mut self, f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>) -> Result<T> {
+        let tx = self.conn.transaction().map_err(StoreError::from_sqlite)?;
+        let out = f(&tx).map_err(StoreError::from_sqlite)?;
+        tx.commit().map_err(StoreError::from_sqlite)?;
+        Ok(out)
+    }
+
+    pub fn submit(&mut self, new: &NewJob, now: Millis) -> Result<Job> {
+        let spec_json = serde_json::to_string(&new.spec).expect("spec serializes");
+        let env_json = serde_json::to_string(&new.env).expect("env serializes");
+        let id = self.write(|tx| {
+            tx.execute(
+                "INSERT INTO jobs (name, user, project, state, priority, gpus_requested, gpus, command, cwd, \
+                 attempt, submitted_at, spec, env) VALUES (?1, ?2, ?3, 'queued', ?4, ?5, '[]', ?6, ?7, 0, ?8, ?9, ?10)",
+                params![
+                    new.spec.name,
+                    new.user,
+                    new.spec.project,
+                    priority_rank(new.spec.priority),
+                    new.spec.gpus,
+                    new.spec.display_command(),
+                    new.cwd,
+                    now,
+                    spec_json,
+                    env_json
+                ],
+            )?;
+            let id = tx.last_insert_rowid() as JobId;
+            insert_event(tx, now, id, "submitted", &format!("by {}", new.user))?;
+            Ok(id)
+        })?;
+        self.job(id)?.ok_or(StoreError::Corrupt { id, why: "vanished after insert".into() })
+    }
+
+    pub fn job(&self, id: JobId) -> Result<Option<Job>> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
+        let row = self.conn.query_row(&sql, [id], read_job).optional()?;
+        row.transpose()
+    }
+
+    pub fn state(&self, id: JobId) -> Result<Option<JobState>> {
+        let s: Option<String> = self.conn.query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        s.map(|s| s.parse().map_err(|_| StoreError::Corrupt { id, why: format!("state {s:?}") })).transpose()
+    }
+
+    /// Newest first.
+    pub fn list(&self, filter: &ListFilter) -> Result<Vec<Job>> {
+        let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs");
+        if !filter.states.is_empty() {
+            let states: Vec<String> = filter.states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+            sql.push_str(&format!(" WHERE state IN ({})", states.join(",")));
+        }
+        sql.push_str(" ORDER BY id DESC");
+        if let Some(limit) = filter.limit {
+            sql.push_str(&format!(" LIMIT {limit}"));
+        }
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt.query_map([], read_job)?;
+        let mut jobs = Vec::new();
+        for row in rows {
+            jobs.push(row??);
+        }
+        Ok(jobs)
+    }
+
+    /// Every job's id and state, for dependency lookups.
+    pub fn all_states(&self) -> Result<Vec<(JobId, JobState)>> {
+        let mut stmt = self.conn.prepare("SELECT id, state FROM jobs")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, JobId>(0)?, r.get::<_, String>(1)?)))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, s) = row?;
+            out.push((id, s.parse().map_err(|_| StoreError::Corrupt { id, why: format!("state {s:?}") })?));
+        }
+        Ok(out)
+    }
+
+    pub fn launch_info(&self, id: JobId) -> Result<LaunchInfo> {
+        let (spec, cwd, env): (String, String, String) = self.conn.query_row(
+            "SELECT spec, cwd, env FROM jobs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        let spec: JobSpec = serde_json::from_str(&spec).map_err(|e| StoreError::Corrupt { id, why: e.to_string() })?;
+        let env = serde_json::from_str(&env).map_err(|e| StoreError::Corrupt { id, why: e.to_string() })?;
+        Ok(LaunchInfo { argv: spec.argv(), cwd, env })
+    }
+
+    /// Marks the jobs running, one new attempt each, in one transaction; returns the attempt numbers.
+    pub fn start(&mut self, starts: &[StartRecord], now: Millis) -> Result<Vec<u32>> {
+        self.write(|tx| {
+            let mut attempts = Vec::with_capacity(starts.len());
+            for s in starts {
+                let gpus = serde_json::to_string(&s.gpus).expect("gpus serialize");
+                let attempt: u32 = tx.query_row(
+                    "UPDATE jobs SET state = 'running', attempt = attempt + 1, gpus = ?2, node = ?3, started_at = ?4, \
+                     exit_code = NULL, signal = NULL, reason = NULL WHERE id = ?1 AND state = 'queued' RETURNING attempt",
+                    params![s.job, gpus, s.node, now],
+                    |r| r.get(0),
+                )?;
+                tx.execute(
+                    "INSERT INTO attempts (job_id, attempt, node, gpus, started_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![s.job, attempt, s.node, gpus, now],
+                )?;
+                insert_event(tx, now, s.job, "started", &format!("attempt {attempt} on {} gpus {gpus}", s.node))?;
+                attempts.push(attempt);
+            }
+            Ok(attempts)
+        })
+    }
+
+    pub fn finish_attempt(&mut self, end: &AttemptEnd, now: Millis) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE attempts SET ended_at = ?3, exit_code = ?4, signal = ?5, reason = ?6 WHERE job_id = ?1 AND attempt = ?2",
+                params![end.job, end.attempt, now, end.exit_code, end.signal, end.reason],
+            )?;
+            let ended_at = end.next_state.is_terminal().then_some(now);
+            tx.execute(
+                "UPDATE jobs SET state = ?2, exit_code = ?3, signal = ?4, reason = ?5, ended_at = ?6 WHERE id = ?1",
+                params![end.job, end.next_state.as_str(), end.exit_code, end.signal, end.reason, ended_at],
+            )?;
+            let kind = if end.next_state == JobState::Queued { "requeued" } else { end.next_state.as_str() };
+            insert_event(tx, now, end.job, kind, &format!("attempt {}: {}", end.attempt, end.reason))
+        })
+    }
+
+    /// Ends queued jobs without running them (dependency failed, too large, cancelled).
+    pub fn end_queued(&mut self, ends: &[(JobId, JobState, String)], now: Millis) -> Result<()> {
+        self.write(|tx| {
+            for (id, state, reason) in ends {
+                tx.execute(
+                    "UPDATE jobs SET state = ?2, reason = ?3, ended_at = ?4 WHERE id = ?1 AND state = 'queued'",
+                    params![id, state.as_str(), reason, now],
+                )?;
+                insert_event(tx, now, *id, state.as_str(), reason)?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn record_event(&mut self, job: JobId, kind: &str, detail: &str, now: Millis) -> Result<()> {
+        self.write(|tx| insert_event(tx, now, job, kind, detail))
+    }
+
+    pub fn attempts(&self, job: JobId) -> Result<Vec<Attempt>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT job_id, attempt, node, gpus, started_at, ended_at, exit_code, signal, reason FROM attempts \
+             WHERE job_id = ?1 ORDER BY attempt",
+        )?;
+        let rows = stmt.query_map([job], |r| {
+            let gpus: String = r.get(3)?;
+            Ok(Attempt {
+                job_id: r.get(0)?,
+                attempt: r.get(1)?,
+                node: r.get(2)?,
+                gpus: serde_json::from_str(&gpus).unwrap_or_default(),
+                started_at: r.get(4)?,
+                ended_at: r.get(5)?,
+                exit_code: r.get(6)?,
+                signal: r.get(7)?,
+                reason: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn events(&self, job: JobId) -> Result<Vec<Event>> {
+        let mut stmt =
+            self.conn.prepare("SELECT seq, at, job_id, kind, detail FROM events WHERE job_id = ?1 ORDER BY seq")?;
+        let rows = stmt.query_map([job], |r| {
+            Ok(Event { seq: r.get(0)?, at: r.get(1)?, job_id: r.get(2)?, kind: r.get(3)?, detail: r.get(4)? })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+fn insert_event(tx: &Transaction<'_>, at: Millis, job: JobId, kind: &str, detail: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("INSERT INTO events (at, job_id, kind, detail) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![at, job, kind, detail])?;
+    Ok(())
+}
+
+fn priority_rank(p: Priority) -> i64 {
+    match p {
+        Priority::Low => 0,
+        Priority::Normal => 1,
+        Priority::High => 2,
+    }
+}
+
+fn read_job(r: &Row<'_>) -> rusqlite::Result<Result<Job>> {
+    let id: JobId = r.get(0)?;
+    let corrupt = |why: String| StoreError::Corrupt { id, why };
+    let state: String = r.get(4)?;
+    let gpus: String = r.get(7)?;
+    let spec: String = r.get(18)?;
+    let parsed = (|| {
+        Ok(Job {
+            id,
+            name: r.get(1)?,
+            user: r.get(2)?,
+            project: r.get(3)?,
+            state: state.parse().map_err(|_| corrupt(format!("state {state:?}")))?,
+            priority: match r.get::<_, i64>(5)? {
+                0 => Priority::Low,
+                2 => Priority::High,
+                _ => Priority::Normal,
+            },
+            gpus_requested: r.get(6)?,
+            gpus: serde_json::from_str(&gpus).map_err(|e| corrupt(e.to_string()))?,
+            node: r.get(8)?,
+            command: r.get(9)?,
+            cwd: r.get(10)?,
+            attempt: r.get(11)?,
+            exit_code: r.get(12)?,
+            signal: r.get(13)?,
+            reason: r.get(14)?,
+            submitted_at: r.get(15)?,
+            started_at: r.get(16)?,
+            ended_at: r.get(17)?,
+            spec: serde_json::from_str(&spec).map_err(|e| corrupt(e.to_string()))?,
+        })
+    })();
+    match parsed {
+        Err(StoreError::Sqlite(e)) => Err(e),
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,43 @@
-fn main() {}
+//! gpuq: the daemon, the CLI and the per-job supervisor, in one binary.
+
+mod cli;
+mod home;
+mod server;
+mod spec_file;
+
+use clap::Parser;
+
+fn main() {
+    // The supervisor runs once per attempt: keep it off clap and tokio, it must start fast.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("__supervise") {
+        std::process::exit(supervise_main(&args[2..]));
+    }
+    let cli = cli::Cli::parse();
+    std::process::exit(cli::main(cli));
+}
+
+/// `gpuq __supervise --job-dir DIR --attempt N -- ARGV…` (internal).
+fn supervise_main(args: &[String]) -> i32 {
+    let mut job_dir = None;
+    let mut attempt = None;
+    let mut rest = args;
+    while let Some((flag, tail)) = rest.split_first() {
+        match flag.as_str() {
+            "--job-dir" => job_dir = tail.first().cloned(),
+            "--attempt" => attempt = tail.first().and_then(|a| a.parse::<u32>().ok()),
+            "--" => {
+                rest = tail;
+                break;
+            }
+            _ => {}
+        }
+        rest = tail.get(1..).unwrap_or(&[]);
+    }
+    let (Some(dir), Some(attempt)) = (job_dir, attempt) else {
+        eprintln!("gpuq __supervise is internal: it is started by the daemon");
+        return 2;
+    };
+    let dir = gpuq_exec::JobDir::from_root(std::path::PathBuf::from(dir));
+    gpuq_exec::supervise(&dir, attempt, rest)
+}

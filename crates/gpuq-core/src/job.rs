@@ -1,0 +1,68 @@
+//! A job as the store keeps it and the API shows it.
+
+use crate::{JobId, JobSpec, JobState, Millis, Priority};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A job: its spec, where it runs, how it ended. Field names are a stable contract
+/// (`gpuq ls --json`, `gpuq show --json`, the HTTP API).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Job {
+    pub id: JobId,
+    pub name: Option<String>,
+    pub user: String,
+    pub project: Option<String>,
+    pub state: JobState,
+    pub priority: Priority,
+    /// GPUs asked for.
+    pub gpus_requested: u32,
+    /// GPU indices of the current (or last) attempt; empty while queued.
+    pub gpus: Vec<u32>,
+    pub node: Option<String>,
+    /// The command as one line.
+    pub command: String,
+    pub cwd: String,
+    /// Number of the current (or last) attempt; 0 before the first start.
+    pub attempt: u32,
+    pub exit_code: Option<i32>,
+    /// Signal that killed the last attempt, if any.
+    pub signal: Option<i32>,
+    /// Why the job is in its state, in words ("exit 1", "dependency job 4 failed", …).
+    pub reason: Option<String>,
+    /// Epoch milliseconds.
+    pub submitted_at: Millis,
+    pub started_at: Option<Millis>,
+    pub ended_at: Option<Millis>,
+    /// The spec as submitted (flags or YAML).
+    pub spec: JobSpec,
+}
+
+/// One run of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Attempt {
+    pub job_id: JobId,
+    pub attempt: u32,
+    pub node: String,
+    pub gpus: Vec<u32>,
+    pub started_at: Millis,
+    pub ended_at: Option<Millis>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub reason: Option<String>,
+}
+
+/// One row of a job's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Event {
+    pub seq: i64,
+    pub at: Millis,
+    pub job_id: JobId,
+    pub kind: String,
+    pub detail: String,
+}
+
+impl Job {
+    pub fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or("")
+    }
+}

@@ -1,0 +1,126 @@
+//! The local executor: prepares the supervisor command for an attempt, and
+//! signals a running attempt's process group.
+
+use crate::layout::JobDir;
+use crate::ExecError;
+use gpuq_core::JobId;
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub struct LocalExecutor {
+    home: PathBuf,
+    /// The gpuq binary, re-executed as the supervisor.
+    self_exe: PathBuf,
+    /// Address and token handed to jobs as GPUQ_URL / GPUQ_TOKEN.
+    api_url: String,
+    api_token: String,
+}
+
+/// Everything needed to start one attempt.
+pub struct LaunchRequest<'a> {
+    pub job: JobId,
+    pub attempt: u32,
+    pub gpus: &'a [u32],
+    pub argv: &'a [String],
+    pub cwd: &'a str,
+    /// The submitter's environment with the spec's overrides.
+    pub env: &'a BTreeMap<String, String>,
+}
+
+impl LocalExecutor {
+    pub fn new(home: &Path, self_exe: PathBuf, api_url: String, api_token: String) -> Self {
+        Self { home: home.to_path_buf(), self_exe, api_url, api_token }
+    }
+
+    pub fn job_dir(&self, job: JobId) -> JobDir {
+        JobDir::new(&self.home, job)
+    }
+
+    /// The job contract's environment (docs: "What a job sees").
+    pub fn job_env(&self, req: &LaunchRequest<'_>) -> BTreeMap<String, String> {
+        let dir = self.job_dir(req.job);
+        let mut env = req.env.clone();
+        let visible: Vec<String> = req.gpus.iter().map(u32::to_string).collect();
+        let path = |p: PathBuf| p.to_string_lossy().into_owned();
+        env.insert("CUDA_VISIBLE_DEVICES".into(), visible.join(","));
+        env.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
+        env.insert("GPUQ_JOB_ID".into(), req.job.to_string());
+        env.insert("GPUQ_ATTEMPT".into(), req.attempt.to_string());
+        env.insert("GPUQ_CHECKPOINT_DIR".into(), path(dir.checkpoints()));
+        env.insert("GPUQ_OUTPUT_DIR".into(), path(dir.outputs()));
+        env.insert("GPUQ_METRICS_FILE".into(), path(dir.metrics()));
+        env.insert("GPUQ_URL".into(), self.api_url.clone());
+        env.insert("GPUQ_TOKEN".into(), self.api_token.clone());
+        env
+    }
+
+    /// Creates the job's directories and log, and returns the supervisor command,
+    /// ready to spawn (the caller chooses sync or async spawning).
+    pub fn prepare(&self, req: &LaunchRequest<'_>) -> Result<Command, ExecError> {
+        let dir = self.job_dir(req.job);
+        let io_err = |p: &Path| {
+            let path = p.display().to_string();
+            move |source| ExecError::JobDir { path, source }
+        };
+        for d in [dir.checkpoints(), dir.outputs()] {
+            std::fs::create_dir_all(&d).map_err(io_err(&d))?;
+        }
+        let log_path = dir.log(req.attempt);
+        let log = OpenOptions::new().create(true).append(true).open(&log_path).map_err(io_err(&log_path))?;
+        let log_err = log.try_clone().map_err(io_err(&log_path))?;
+
+        let mut cmd = Command::new(&self.self_exe);
+        cmd.arg("__supervise")
+            .arg("--job-dir")
+            .arg(dir.root())
+            .arg("--attempt")
+            .arg(req.attempt.to_string())
+            .arg("--")
+            .args(req.argv)
+            .env_clear()
+            .envs(self.job_env(req))
+            .current_dir(req.cwd)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err);
+        // SAFETY: setsid is async-signal-safe. The supervisor leaves the daemon's
+        // session so that it survives the daemon and its terminal.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(cmd)
+    }
+
+    /// Sends `signal` to the whole process group of a running attempt.
+    /// Returns false when the group no longer exists (or never started).
+    pub fn signal(&self, job: JobId, attempt: u32, signal: i32) -> Result<bool, ExecError> {
+        let dir = self.job_dir(job);
+        let Some(pgid) = std::fs::read_to_string(dir.pgid_file(attempt)).ok().and_then(|s| s.trim().parse::<i32>().ok())
+        else {
+            return Ok(false);
+        };
+        if pgid <= 1 {
+            return Ok(false);
+        }
+        // SAFETY: plain syscall; pgid > 1 so it never targets init or every process.
+        let rc = unsafe { libc::killpg(pgid, signal) };
+        if rc == 0 {
+            Ok(true)
+        } else {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::ESRCH) {
+                Ok(false)
+            } else {
+                Err(ExecError::Signal(err))
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The per-attempt supervisor: runs in its own session, starts the job in a new
+//! session (so its process group can be signalled as a whole), waits, and writes
+//! the exit record.
+
+use crate::layout::{write_atomically, JobDir};
+use serde::{Deserialize, Serialize};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+
+/// How an attempt's process ended, as the supervisor saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Set when the command could not be started at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawn_error: Option<String>,
+    pub ended_at_ms: i64,
+}
+
+impl ExitRecord {
+    pub fn read(dir: &JobDir, attempt: u32) -> Option<ExitRecord> {
+        let bytes = std::fs::read(dir.exit_record(attempt)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// The reason shown to users: "exit 0", "exit 3", "killed by signal 9", …
+    pub fn describe(&self) -> String {
+        match (self.exit_code, self.signal, &self.spawn_error) {
+            (_, _, Some(e)) => format!("could not start: {e}"),
+            (_, Some(sig), _) => format!("killed by signal {sig} ({})", signal_name(sig)),
+            (Some(code), None, _) => format!("exit {code}"),
+            (None, None, None) => "ended without a status".into(),
+        }
+    }
+}
+
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGBUS => "SIGBUS",
+        _ => "signal",
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Body of `gpuq __supervise`. Stdout and stderr are already the attempt's log;
+/// the environment and working directory are already the job's.
+pub fn supervise(dir: &JobDir, attempt: u32, argv: &[String]) -> i32 {
+    let Some((program, args)) = argv.split_first() else {
+        eprintln!("gpuq supervisor: empty command");
+        return 2;
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let record = match cmd.spawn() {
+        Err(e) => {
+            eprintln!("gpuq: cannot start {program:?}: {e}");
+            ExitRecord { exit_code: Some(127), signal: None, spawn_error: Some(format!("{program}: {e}")), ended_at_ms: now_ms() }
+        }
+        Ok(mut child) => {
+            // The job is its own process group leader: pgid == pid.
+            if let Err(e) = write_atomically(&dir.pgid_file(attempt), child.id().to_string().as_bytes()) {
+                eprintln!("gpuq supervisor: cannot record the job's process group: {e}");
+            }
+            let status = loop {
+                match child.wait() {
+                    Ok(s) => break Some(s),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        eprintln!("gpuq supervisor: wait failed: {e}");
+                        break None;
+                    }
+                }
+            };
+            // Leftover processes of the job (daemons it forked) would hold its GPUs:
+            // end the whole group, then forget its id so no later signal can hit a reused pid.
+            let pgid = child.id() as i32;
+            // SAFETY: plain syscall on the job's own process group (pgid > 1, it was our child).
+            unsafe { libc::killpg(pgid, libc::SIGKILL) };
+            let _ = std::fs::remove_file(dir.pgid_file(attempt));
+            ExitRecord {
+                exit_code: status.and_then(|s| s.code()),
+                signal: status.and_then(|s| s.signal()),
+                spawn_error: None,
+                ended_at_ms: now_ms(),
+            }
+        }
+    };
+    let json = serde_json::to_vec(&record).expect("exit record serializes");
+    if let Err(e) = write_atomically(&dir.exit_record(attempt), &json) {
+        eprintln!("gpuq supervisor: cannot write the exit record: {e}");
+        return 1;
+    }
+    0
+}

@@ -1,0 +1,74 @@
+//! Connection settings and schema migrations (tracked with `PRAGMA user_version`).
+
+use crate::{Result, StoreError};
+use rusqlite::Connection;
+
+/// Schema versions, in order; index + 1 is the version after applying the entry.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE jobs (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    name           TEXT,
+    user           TEXT NOT NULL,
+    project        TEXT,
+    state          TEXT NOT NULL,
+    priority       INTEGER NOT NULL,
+    gpus_requested INTEGER NOT NULL,
+    gpus           TEXT NOT NULL,
+    node           TEXT,
+    command        TEXT NOT NULL,
+    cwd            TEXT NOT NULL,
+    attempt        INTEGER NOT NULL,
+    exit_code      INTEGER,
+    signal         INTEGER,
+    reason         TEXT,
+    submitted_at   INTEGER NOT NULL,
+    started_at     INTEGER,
+    ended_at       INTEGER,
+    spec           TEXT NOT NULL,
+    env            TEXT NOT NULL
+);
+CREATE INDEX jobs_active ON jobs (state) WHERE state IN ('queued', 'running', 'preempted');
+CREATE TABLE attempts (
+    job_id     INTEGER NOT NULL REFERENCES jobs (id),
+    attempt    INTEGER NOT NULL,
+    node       TEXT NOT NULL,
+    gpus       TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    ended_at   INTEGER,
+    exit_code  INTEGER,
+    signal     INTEGER,
+    reason     TEXT,
+    PRIMARY KEY (job_id, attempt)
+);
+CREATE TABLE events (
+    seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+    at     INTEGER NOT NULL,
+    job_id INTEGER NOT NULL,
+    kind   TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX events_job ON events (job_id);
+"#];
+
+/// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is
+/// in the WAL (OS page cache) before it returns, so a killed daemon loses nothing;
+/// only an OS crash or power loss can roll back the last commits, never corrupt.
+pub(crate) fn configure(conn: &Connection) -> Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(())
+}
+
+pub(crate) fn migrate(conn: &Connection) -> Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::TooNew { found: version, known });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        conn.execute_batch(&format!("BEGIN; {sql}; PRAGMA user_version = {}; COMMIT;", i + 1))?;
+    }
+    Ok(())
+}

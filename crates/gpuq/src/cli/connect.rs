@@ -1,0 +1,74 @@
+//! Finding the daemon: `--url`/`GPUQ_URL`, else the daemon of `GPUQ_HOME`,
+//! started in the background when none answers (unless `GPUQ_NO_AUTOSTART=1`).
+
+use super::CliError;
+use crate::home::{self, DaemonFile};
+use gpuq_api::Client;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
+    let home = home::resolve_home();
+    if let Some(url) = url {
+        let token = home::read_token(&home).unwrap_or_default();
+        return Ok(Client::new(&url, &token));
+    }
+    if let Some(client) = running_daemon(&home).await {
+        return Ok(client);
+    }
+    if std::env::var("GPUQ_NO_AUTOSTART").is_ok_and(|v| v == "1") {
+        return Err(CliError::usage(format!(
+            "no gpuq daemon is running for GPUQ_HOME={}; start one with `gpuq server` (or unset GPUQ_NO_AUTOSTART to let gpuq start it)",
+            home.display()
+        )));
+    }
+    start_daemon(&home)?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if let Some(client) = running_daemon(&home).await {
+            return Ok(client);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(CliError::failure(format!(
+        "started a gpuq daemon but it did not answer within 15 s; see {}",
+        home::daemon_log(&home).display()
+    )))
+}
+
+async fn running_daemon(home: &std::path::Path) -> Option<Client> {
+    let daemon = DaemonFile::read(home)?;
+    let token = home::read_token(home)?;
+    let client = Client::new(&daemon.url, &token);
+    client.health().await.ok()?;
+    Some(client)
+}
+
+fn start_daemon(home: &std::path::Path) -> Result<(), CliError> {
+    std::fs::create_dir_all(home).map_err(|e| CliError::failure(format!("cannot create {}: {e}", home.display())))?;
+    let log_path = home::daemon_log(home);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| CliError::failure(format!("cannot open {}: {e}", log_path.display())))?;
+    let log_err = log.try_clone().map_err(|e| CliError::failure(e.to_string()))?;
+    let exe = std::env::current_exe().map_err(|e| CliError::failure(format!("cannot find the gpuq binary: {e}")))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["server", "--gpus", "auto"])
+        .env("GPUQ_HOME", home)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+    // SAFETY: setsid is async-signal-safe; the daemon leaves the client's session and terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|e| CliError::failure(format!("cannot start the gpuq daemon: {e}")))?;
+    eprintln!("gpuq: started a daemon for {} (pid {}, log {})", home.display(), child.id(), log_path.display());
+    Ok(())
+}

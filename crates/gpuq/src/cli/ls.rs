@@ -1,0 +1,67 @@
+//! `gpuq ls`: the queue and recent jobs.
+
+use super::output::{ago, colour_enabled, gpu_list, paint_state, print_json, print_table, shorten, span};
+use super::{CliError, CmdResult};
+use crate::home::now_ms;
+use gpuq_api::Client;
+use gpuq_core::JobState;
+
+#[derive(clap::Args, Debug)]
+pub struct LsArgs {
+    /// Only these states (comma-separated), e.g. queued,running.
+    #[arg(long)]
+    state: Option<String>,
+    /// Show at most this many jobs, newest first.
+    #[arg(long, short = 'n', default_value_t = 50)]
+    limit: u32,
+    /// Every job, not only the newest.
+    #[arg(long, short = 'a')]
+    all: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
+    let mut states = Vec::new();
+    for s in args.state.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
+        states.push(s.trim().parse::<JobState>().map_err(|e| CliError::usage(format!("--state: {e}")))?);
+    }
+    let limit = (!args.all).then_some(args.limit);
+    let jobs = client.list(&states, limit).await?;
+    if args.json {
+        print_json(&jobs);
+        return Ok(0);
+    }
+    if jobs.is_empty() {
+        println!("no jobs");
+        return Ok(0);
+    }
+    let now = now_ms();
+    let colour = colour_enabled();
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|j| {
+            let gpus = if j.gpus.is_empty() { j.gpus_requested.to_string() } else { format!("{} [{}]", j.gpus.len(), gpu_list(&j.gpus)) };
+            let runtime = match (j.started_at, j.ended_at) {
+                (Some(s), Some(e)) => span(e - s),
+                (Some(s), None) if j.state == JobState::Running => span(now - s),
+                _ => String::new(),
+            };
+            let note = j.reason.as_deref().map(|r| shorten(r, 40)).unwrap_or_default();
+            vec![
+                j.id.to_string(),
+                shorten(j.display_name(), 20),
+                j.user.clone(),
+                paint_state(j.state, colour),
+                gpus,
+                j.priority.to_string(),
+                ago(j.submitted_at, now),
+                runtime,
+                shorten(&j.command, 40),
+                note,
+            ]
+        })
+        .collect();
+    print_table(&["ID", "NAME", "USER", "STATE", "GPUS", "PRIO", "SUBMITTED", "RUNTIME", "COMMAND", "REASON"], &rows);
+    Ok(0)
+}

@@ -1,0 +1,160 @@
+//! The command line. One file per command; each turns flags into API calls
+//! and prints the answer (human tables, or `--json`).
+
+mod cancel;
+mod completions;
+mod connect;
+mod gpus;
+mod logs;
+mod ls;
+mod output;
+mod run;
+mod show;
+mod submit;
+mod wait;
+
+use clap::{Parser, Subcommand};
+use gpuq_api::ApiError;
+
+#[derive(Parser, Debug)]
+#[command(name = "gpuq", version, about = "A shared, fault-tolerant GPU job queue", propagate_version = true)]
+pub struct Cli {
+    /// Daemon address (default: the daemon of GPUQ_HOME, started if needed).
+    #[arg(long, global = true, env = "GPUQ_URL")]
+    url: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the daemon in the foreground.
+    Server(ServerArgs),
+    /// Queue a job; prints its id.
+    Submit(submit::SubmitArgs),
+    /// Queue a job, stream its log, exit with its exit code.
+    Run(submit::SubmitArgs),
+    /// List jobs.
+    Ls(ls::LsArgs),
+    /// Show one job: state, attempts, history.
+    Show(show::ShowArgs),
+    /// Print a job's log (-f follows until the job ends).
+    Logs(logs::LogsArgs),
+    /// Cancel jobs (running ones get SIGTERM, then SIGKILL after their grace period).
+    Cancel(cancel::CancelArgs),
+    /// Wait for jobs to end; exit status is the job's (several: 0 only if all succeeded).
+    Wait(wait::WaitArgs),
+    /// List GPUs and who holds them.
+    Gpus(gpus::GpusArgs),
+    /// Print a shell completion script.
+    Completions(completions::CompletionsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServerArgs {
+    /// Address to listen on [default: 127.0.0.1:8585].
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// GPUs to schedule: auto (NVML), none, or sim:N simulated GPUs.
+    #[arg(long, default_value = "auto")]
+    gpus: String,
+    /// Jobs that may run at once [default: 4 per CPU core, at least 8].
+    #[arg(long)]
+    slots: Option<u32>,
+}
+
+/// A command's failure: what to print and which exit status to use.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: i32,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self { code: 2, message: message.into() }
+    }
+    pub fn failure(message: impl Into<String>) -> Self {
+        Self { code: 1, message: message.into() }
+    }
+}
+
+impl From<ApiError> for CliError {
+    fn from(e: ApiError) -> Self {
+        let code = if e.is_bad_input() || matches!(e, ApiError::Unreachable { .. }) { 2 } else { 1 };
+        Self { code, message: e.to_string() }
+    }
+}
+
+/// Exit status of a command.
+pub type CmdResult = Result<i32, CliError>;
+
+pub fn main(cli: Cli) -> i32 {
+    let result = match cli.command {
+        Command::Server(args) => server(args),
+        Command::Completions(args) => completions::run(args),
+        other => {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(r) => r,
+                Err(e) => return report(CliError::failure(format!("cannot start: {e}"))),
+            };
+            runtime.block_on(client_command(cli.url, other))
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => report(e),
+    }
+}
+
+fn report(e: CliError) -> i32 {
+    eprintln!("gpuq: {}", e.message);
+    e.code
+}
+
+async fn client_command(url: Option<String>, command: Command) -> CmdResult {
+    let client = connect::connect(url).await?;
+    match command {
+        Command::Submit(args) => submit::run(&client, args).await,
+        Command::Run(args) => run::run(&client, args).await,
+        Command::Ls(args) => ls::run(&client, args).await,
+        Command::Show(args) => show::run(&client, args).await,
+        Command::Logs(args) => logs::run(&client, args).await,
+        Command::Cancel(args) => cancel::run(&client, args).await,
+        Command::Wait(args) => wait::run(&client, args).await,
+        Command::Gpus(args) => gpus::run(&client, args).await,
+        Command::Server(_) | Command::Completions(_) => unreachable!("handled without a client"),
+    }
+}
+
+fn server(args: ServerArgs) -> CmdResult {
+    let gpus = args.gpus.parse().map_err(|e: gpuq_gpu::GpuSourceError| CliError::usage(e.to_string()))?;
+    init_logging();
+    let opts = crate::server::ServerOptions { listen: args.listen, gpus, slots: args.slots, home: crate::home::resolve_home() };
+    crate::server::run(opts).map_err(|e| CliError::failure(format!("{e:#}")))?;
+    Ok(0)
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GPUQ_LOG").unwrap_or_else(|_| "info".into());
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_ansi(std::io::stderr().is_terminal()).init();
+}
+
+/// The exit status a job's end maps to: its exit code, 128+signal, or 1.
+pub fn job_exit_status(job: &gpuq_core::Job) -> i32 {
+    use gpuq_core::JobState;
+    match job.state {
+        JobState::Succeeded => 0,
+        _ => match (job.exit_code, job.signal) {
+            (_, Some(sig)) => 128 + sig,
+            (Some(code), None) if code != 0 => code,
+            _ => 1,
+        },
+    }
+}
+
+/// Parses a job id argument.
+pub fn parse_id(s: &str) -> Result<gpuq_core::JobId, CliError> {
+    s.parse().map_err(|_| CliError::usage(format!("{s:?} is not a job id; ids are numbers (see gpuq ls)")))
+}

@@ -1,0 +1,116 @@
+//! Human output: aligned tables, state colours on a terminal, relative times.
+
+use gpuq_core::{JobState, Millis};
+use std::io::IsTerminal;
+
+pub fn colour_enabled() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+pub fn paint_state(state: JobState, colour: bool) -> String {
+    if !colour {
+        return state.to_string();
+    }
+    let code = match state {
+        JobState::Queued => "33",
+        JobState::Running => "36",
+        JobState::Succeeded => "32",
+        JobState::Failed | JobState::Lost => "31",
+        JobState::Cancelled | JobState::Preempted => "35",
+    };
+    format!("\x1b[{code}m{state}\x1b[0m")
+}
+
+/// Width of text as a terminal shows it, ignoring colour escapes.
+fn visible_width(s: &str) -> usize {
+    let mut width = 0;
+    let mut in_escape = false;
+    for c in s.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, _) => width += 1,
+        }
+    }
+    width
+}
+
+/// Prints rows under a header, columns padded to the widest cell; the last column is not padded.
+pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let cols = header.len();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate().take(cols) {
+            widths[i] = widths[i].max(visible_width(cell));
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            out.push_str(cell);
+            if i + 1 < cells.len() {
+                out.push_str(&" ".repeat(widths[i] - visible_width(cell) + 2));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+/// "12s ago", "3m ago", "2h ago", "4d ago".
+pub fn ago(at: Millis, now: Millis) -> String {
+    format!("{} ago", span((now - at).max(0)))
+}
+
+/// A compact duration: "850ms", "12s", "3m04s", "2h05m", "4d03h".
+pub fn span(ms: i64) -> String {
+    let s = ms / 1000;
+    match s {
+        _ if ms < 1000 => format!("{ms}ms"),
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+pub fn gpu_list(gpus: &[u32]) -> String {
+    gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
+pub fn print_json<T: serde::Serialize>(value: &T) {
+    println!("{}", serde_json::to_string_pretty(value).expect("API types serialize"));
+}
+
+/// Cuts text to `max` characters with an ellipsis.
+pub fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let cut: String = s.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_read_naturally() {
+        assert_eq!(span(850), "850ms");
+        assert_eq!(span(12_000), "12s");
+        assert_eq!(span(184_000), "3m04s");
+        assert_eq!(span(7_500_000), "2h05m");
+        assert_eq!(span(4 * 86_400_000 + 3 * 3_600_000), "4d03h");
+    }
+
+    #[test]
+    fn colour_codes_do_not_count_as_width() {
+        assert_eq!(visible_width(&paint_state(JobState::Running, true)), "running".len());
+    }
+}

@@ -1,0 +1,119 @@
+//! `gpuq submit`: flags or a spec file into a queued job.
+
+use super::{CliError, CmdResult};
+use crate::spec_file;
+use gpuq_api::{Client, SubmitRequest};
+use gpuq_core::{DurationSpec, Job, JobSpec, Priority};
+use std::collections::BTreeMap;
+
+#[derive(clap::Args, Debug)]
+pub struct SubmitArgs {
+    /// GPUs, all on one node.
+    #[arg(long)]
+    gpus: Option<u32>,
+    #[arg(long)]
+    name: Option<String>,
+    /// low, normal or high.
+    #[arg(long)]
+    priority: Option<String>,
+    /// Times a failed attempt is retried.
+    #[arg(long)]
+    retries: Option<u32>,
+    /// Limit per attempt, e.g. 2h, 30m.
+    #[arg(long)]
+    time_limit: Option<String>,
+    /// Time between SIGTERM and SIGKILL when stopped [default: 30s].
+    #[arg(long)]
+    grace: Option<String>,
+    #[arg(long)]
+    project: Option<String>,
+    /// Environment override, KEY=VALUE (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// Working directory [default: the current directory].
+    #[arg(long)]
+    cwd: Option<String>,
+    /// Start only after job ID succeeded (repeatable).
+    #[arg(long = "after", value_name = "ID")]
+    after: Vec<u64>,
+    /// May be stopped and requeued for higher-priority work.
+    #[arg(long)]
+    preemptible: bool,
+    /// Print the job as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A spec file (job.yaml), or the command after `--`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "SPEC.yaml | -- CMD ARGS")]
+    command: Vec<String>,
+}
+
+impl SubmitArgs {
+    /// The spec: from the file if one is given, with flags on top.
+    pub fn to_spec(&self) -> Result<JobSpec, CliError> {
+        let mut spec = match self.command.as_slice() {
+            [one] if spec_file::looks_like_spec(one) => spec_file::load(std::path::Path::new(one)).map_err(CliError::usage)?,
+            argv => JobSpec { command: (!argv.is_empty()).then(|| argv.to_vec()), ..Default::default() },
+        };
+        if let Some(g) = self.gpus {
+            spec.gpus = g;
+        }
+        if let Some(n) = &self.name {
+            spec.name = Some(n.clone());
+        }
+        if let Some(p) = &self.priority {
+            spec.priority = p.parse::<Priority>().map_err(|e| CliError::usage(format!("--{e}")))?;
+        }
+        if let Some(r) = self.retries {
+            spec.retries = r;
+        }
+        if let Some(t) = &self.time_limit {
+            spec.time_limit = Some(parse_duration("--time-limit", t)?);
+        }
+        if let Some(g) = &self.grace {
+            spec.grace = Some(parse_duration("--grace", g)?);
+        }
+        if let Some(p) = &self.project {
+            spec.project = Some(p.clone());
+        }
+        for kv in &self.env {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| CliError::usage(format!("--env {kv:?}: write it as KEY=VALUE")))?;
+            spec.env.insert(k.to_string(), v.to_string());
+        }
+        if let Some(c) = &self.cwd {
+            let abs = std::path::absolute(c).map_err(|e| CliError::usage(format!("--cwd {c:?}: {e}")))?;
+            spec.cwd = Some(abs.to_string_lossy().into_owned());
+        }
+        spec.after.extend(self.after.iter().copied());
+        spec.preemptible |= self.preemptible;
+        spec.validate().map_err(|e| CliError::usage(e.to_string()))?;
+        Ok(spec)
+    }
+}
+
+fn parse_duration(flag: &str, text: &str) -> Result<DurationSpec, CliError> {
+    text.parse().map_err(|e| CliError::usage(format!("{flag}: {e}")))
+}
+
+/// Builds the request with the submitter's context and sends it.
+pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError> {
+    let spec = args.to_spec()?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}; pass --cwd")))?
+        .to_string_lossy()
+        .into_owned();
+    let env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| !k.starts_with("GPUQ_")).collect();
+    let req = SubmitRequest { spec, cwd, env, user: crate::home::current_user() };
+    Ok(client.submit(&req).await?)
+}
+
+pub async fn run(client: &Client, args: SubmitArgs) -> CmdResult {
+    let job = submit(client, &args).await?;
+    if args.json {
+        super::output::print_json(&job);
+    } else {
+        println!("{}", job.id);
+    }
+    Ok(0)
+}

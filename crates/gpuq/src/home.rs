@@ -1,0 +1,103 @@
+//! The data directory (`GPUQ_HOME`) and the files in it that clients and the
+//! daemon share: the API token and the running daemon's address.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// `$GPUQ_HOME`, else `$XDG_DATA_HOME/gpuq`, else `~/.local/share/gpuq`.
+pub fn resolve_home() -> PathBuf {
+    if let Some(h) = std::env::var_os("GPUQ_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(h);
+    }
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(x).join("gpuq");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    home.join(".local/share/gpuq")
+}
+
+pub fn token_path(home: &Path) -> PathBuf {
+    home.join("token")
+}
+
+pub fn daemon_file(home: &Path) -> PathBuf {
+    home.join("daemon.json")
+}
+
+pub fn daemon_log(home: &Path) -> PathBuf {
+    home.join("daemon.log")
+}
+
+/// Written by the daemon once it listens; read by clients to find it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DaemonFile {
+    pub url: String,
+    pub pid: u32,
+}
+
+impl DaemonFile {
+    pub fn read(home: &Path) -> Option<Self> {
+        serde_json::from_slice(&std::fs::read(daemon_file(home)).ok()?).ok()
+    }
+}
+
+/// Reads the token, creating it (random, mode 0600) on first start.
+pub fn load_or_create_token(home: &Path) -> Result<String> {
+    let path = token_path(home);
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        let t = t.trim().to_string();
+        if !t.is_empty() {
+            return Ok(t);
+        }
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("cannot get random bytes for the API token: {e}"))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = path.with_extension("tmp");
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.write_all(token.as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(token)
+}
+
+pub fn read_token(home: &Path) -> Option<String> {
+    if let Ok(t) = std::env::var("GPUQ_TOKEN") {
+        if !t.is_empty() {
+            return Some(t);
+        }
+    }
+    std::fs::read_to_string(token_path(home)).ok().map(|t| t.trim().to_string())
+}
+
+/// The name jobs are recorded under.
+pub fn current_user() -> String {
+    // SAFETY: getpwuid returns a pointer into static storage or null; we copy out at once.
+    unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        if !pw.is_null() && !(*pw).pw_name.is_null() {
+            if let Ok(name) = std::ffi::CStr::from_ptr((*pw).pw_name).to_str() {
+                return name.to_string();
+            }
+        }
+    }
+    std::env::var("USER").unwrap_or_else(|_| format!("uid{}", unsafe { libc::getuid() }))
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

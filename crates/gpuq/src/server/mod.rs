@@ -1,0 +1,145 @@
+//! `gpuq server`: the daemon. Opens the store, discovers GPUs, recovers what a
+//! previous daemon left running, then serves the API and runs the scheduler.
+
+mod auth;
+mod routes;
+pub mod service;
+
+use crate::home::{self, DaemonFile};
+use anyhow::{bail, Context, Result};
+use axum::routing::{get, post};
+use axum::Router;
+use gpuq_api::ServerInfo;
+use gpuq_exec::LocalExecutor;
+use gpuq_gpu::GpuSource;
+use gpuq_store::Store;
+use routes::AppContext;
+use service::Service;
+use std::net::SocketAddr;
+use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The API description, served at `/openapi.json`.
+pub const OPENAPI: &str = include_str!("../../../../docs/openapi.json");
+
+/// Default listen address of `gpuq server`.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8585";
+
+pub struct ServerOptions {
+    pub listen: Option<SocketAddr>,
+    pub gpus: GpuSource,
+    pub slots: Option<u32>,
+    pub home: PathBuf,
+}
+
+pub fn router(ctx: Arc<AppContext>) -> Router {
+    let api = Router::new()
+        .route("/v1/info", get(routes::info))
+        .route("/v1/jobs", post(routes::submit).get(routes::list))
+        .route("/v1/jobs/:id", get(routes::show))
+        .route("/v1/jobs/:id/cancel", post(routes::cancel))
+        .route("/v1/jobs/:id/wait", get(routes::wait))
+        .route("/v1/jobs/:id/log", get(routes::log))
+        .route("/v1/gpus", get(routes::gpus))
+        .route("/openapi.json", get(routes::openapi))
+        .layer(axum::middleware::from_fn_with_state(ctx.clone(), auth::require_token));
+    Router::new().route("/health", get(routes::health)).merge(api).with_state(ctx)
+}
+
+pub fn run(opts: ServerOptions) -> Result<()> {
+    std::fs::create_dir_all(&opts.home).with_context(|| format!("cannot create GPUQ_HOME {}", opts.home.display()))?;
+    let _lock = lock_home(&opts.home)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(opts))
+}
+
+/// One daemon per home: an exclusive lock held for the daemon's life.
+fn lock_home(home: &std::path::Path) -> Result<std::fs::File> {
+    let path = home.join("daemon.lock");
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
+    // SAFETY: flock on a file descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let pid = DaemonFile::read(home).map(|d| format!(" (pid {})", d.pid)).unwrap_or_default();
+        bail!("another gpuq daemon already serves {}{pid}; stop it first or use another GPUQ_HOME", home.display());
+    }
+    Ok(file)
+}
+
+async fn serve(opts: ServerOptions) -> Result<()> {
+    let home = opts.home.clone();
+    let token = home::load_or_create_token(&home)?;
+    let store = Store::open(&home.join("gpuq.db")).context("cannot open the job database")?;
+    let discovery = gpuq_gpu::discover(&opts.gpus);
+    tracing::info!("{}", discovery.summary);
+
+    let explicit = opts.listen.is_some();
+    let addr = opts.listen.unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default address"));
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        // A client-started daemon must not fail because another home's daemon has the default port.
+        Err(e) if !explicit && e.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::info!("{addr} is in use; listening on a free loopback port instead");
+            tokio::net::TcpListener::bind("127.0.0.1:0").await?
+        }
+        Err(e) => bail!("cannot listen on {addr}: {e}"),
+    };
+    let local = listener.local_addr()?;
+    let url = format!("http://{local}");
+
+    let node = hostname();
+    let slots = opts.slots.unwrap_or_else(default_slots);
+    let exe = std::env::current_exe().context("cannot find the gpuq binary for the supervisor")?;
+    let executor = LocalExecutor::new(&home, exe, url.clone(), token.clone());
+    let service = Service::new(store, executor, node.clone(), discovery.gpus.clone(), slots)?;
+    service.recover()?;
+    tokio::spawn(service.clone().scheduler_loop());
+
+    let info = ServerInfo {
+        version: env!("CARGO_PKG_VERSION").into(),
+        node,
+        gpus: service.gpu_count(),
+        gpu_discovery: discovery.summary,
+        slots,
+        home: home.display().to_string(),
+        pid: std::process::id(),
+    };
+    let ctx = Arc::new(AppContext { service, token, info });
+    let daemon_file = DaemonFile { url: url.clone(), pid: std::process::id() };
+    gpuq_exec::layout::write_atomically(&home::daemon_file(&home), &serde_json::to_vec(&daemon_file)?)?;
+    tracing::info!("gpuq daemon listening on {url} (home {}, {slots} job slots)", home.display());
+
+    axum::serve(listener, router(ctx)).with_graceful_shutdown(shutdown_signal()).await?;
+    let _ = std::fs::remove_file(home::daemon_file(&home));
+    tracing::info!("gpuq daemon stopped; running jobs continue under their supervisors");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}
+
+/// Concurrent jobs per node: GPU jobs are bounded by GPUs; this bounds CPU-only ones.
+fn default_slots() -> u32 {
+    let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    (cores * 4).max(8)
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        if let Ok(s) = std::str::from_utf8(&buf[..end]) {
+            if !s.is_empty() {
+                return s.to_string();
+            }
+        }
+    }
+    "localhost".into()
+}

@@ -1,0 +1,195 @@
+//! HTTP handlers: one small function per endpoint, each a thin shell over the service.
+
+use super::service::{Service, ServiceError};
+use gpuq_api::{ErrorBody, JobDetail, ServerInfo, SubmitRequest, HEADER_LOG_ATTEMPT, HEADER_LOG_COMPLETE, HEADER_LOG_OFFSET};
+use gpuq_core::{JobId, JobState};
+use gpuq_store::{ListFilter, StoreError};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub type AppState = Arc<AppContext>;
+
+pub struct AppContext {
+    pub service: Arc<Service>,
+    pub token: String,
+    pub info: ServerInfo,
+}
+
+pub struct ApiError {
+    status: StatusCode,
+    body: ErrorBody,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, error: impl Into<String>) -> Self {
+        Self { status, body: ErrorBody { error: error.into(), field: None } }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body)).into_response()
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::BadSpec(s) => Self {
+                status: StatusCode::BAD_REQUEST,
+                body: ErrorBody { error: s.to_string(), field: Some(s.field) },
+            },
+            ServiceError::NoSuchJob(_) => Self::new(StatusCode::NOT_FOUND, e.to_string()),
+            ServiceError::Conflict(_) => Self::new(StatusCode::CONFLICT, e.to_string()),
+            ServiceError::Store(StoreError::DiskFull) => Self::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
+            ServiceError::Store(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+pub async fn health() -> &'static str {
+    "ok"
+}
+
+pub async fn openapi() -> impl IntoResponse {
+    ([("content-type", "application/json")], super::OPENAPI)
+}
+
+pub async fn info(State(ctx): State<AppState>) -> Json<ServerInfo> {
+    Json(ctx.info.clone())
+}
+
+pub async fn submit(State(ctx): State<AppState>, Json(req): Json<SubmitRequest>) -> ApiResult<(StatusCode, Json<gpuq_core::Job>)> {
+    Ok((StatusCode::CREATED, Json(ctx.service.submit(req)?)))
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    /// Comma-separated states.
+    state: Option<String>,
+    limit: Option<u32>,
+}
+
+pub async fn list(State(ctx): State<AppState>, Query(q): Query<ListQuery>) -> ApiResult<Json<Vec<gpuq_core::Job>>> {
+    let mut states = Vec::new();
+    for s in q.state.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
+        states.push(s.parse::<JobState>().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?);
+    }
+    let filter = ListFilter { states, limit: q.limit };
+    Ok(Json(ctx.service.with_store(|s| s.list(&filter))?))
+}
+
+pub async fn show(State(ctx): State<AppState>, Path(id): Path<JobId>) -> ApiResult<Json<JobDetail>> {
+    let job = ctx.service.job(id)?;
+    let (attempts, events) = ctx.service.with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;
+    Ok(Json(JobDetail { job, attempts, events }))
+}
+
+pub async fn cancel(State(ctx): State<AppState>, Path(id): Path<JobId>) -> ApiResult<Json<gpuq_core::Job>> {
+    Ok(Json(ctx.service.cancel(id)?))
+}
+
+#[derive(Deserialize)]
+pub struct WaitQuery {
+    /// Seconds to hold the request at most (default 30, at most 300).
+    timeout: Option<u64>,
+}
+
+pub async fn wait(State(ctx): State<AppState>, Path(id): Path<JobId>, Query(q): Query<WaitQuery>) -> ApiResult<Json<gpuq_core::Job>> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(q.timeout.unwrap_or(30).min(300));
+    let mut changes = ctx.service.subscribe();
+    loop {
+        changes.borrow_and_update();
+        let job = ctx.service.job(id)?;
+        if job.state.is_terminal() {
+            return Ok(Json(job));
+        }
+        if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+            return Ok(Json(job));
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct LogQuery {
+    attempt: Option<u32>,
+    #[serde(default)]
+    offset: u64,
+    #[serde(default)]
+    follow: bool,
+}
+
+/// Largest piece of log returned by one request.
+const LOG_CHUNK: u64 = 1 << 20;
+/// How long a follow request is held when nothing new arrives.
+const FOLLOW_HOLD: Duration = Duration::from_secs(20);
+/// The job writes its log directly; a held follow request looks at the file this often.
+const FOLLOW_CHECK: Duration = Duration::from_millis(50);
+
+pub async fn log(State(ctx): State<AppState>, Path(id): Path<JobId>, Query(q): Query<LogQuery>) -> ApiResult<Response> {
+    let deadline = tokio::time::Instant::now() + FOLLOW_HOLD;
+    let mut changes = ctx.service.subscribe();
+    loop {
+        changes.borrow_and_update();
+        // Read the state before the file: if the attempt had ended, the file is complete.
+        let job = ctx.service.job(id)?;
+        let attempt = q.attempt.unwrap_or(job.attempt);
+        if attempt > job.attempt || (attempt == 0 && job.attempt == 0) {
+            if q.attempt.is_some() && !(job.state == JobState::Queued || job.state == JobState::Running) {
+                return Err(ApiError::new(StatusCode::NOT_FOUND, format!("job {id} has no attempt {attempt}")));
+            }
+            // Not started yet.
+            if job.state.is_terminal() {
+                return Ok(log_response(Vec::new(), q.offset, attempt, true));
+            }
+        } else {
+            let ended = attempt < job.attempt || job.state != JobState::Running;
+            let path = ctx.service.log_path(id, attempt);
+            let data = read_from(&path, q.offset).await;
+            if !data.is_empty() || ended || !q.follow {
+                let complete = ended && data.len() < LOG_CHUNK as usize;
+                let next = q.offset + data.len() as u64;
+                return Ok(log_response(data, next, attempt, complete));
+            }
+        }
+        if !q.follow {
+            return Ok(log_response(Vec::new(), q.offset, attempt, false));
+        }
+        let wait = tokio::time::timeout(FOLLOW_CHECK, changes.changed());
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(log_response(Vec::new(), q.offset, attempt, false));
+        }
+        let _ = wait.await;
+    }
+}
+
+async fn read_from(path: &std::path::Path, offset: u64) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let Ok(mut f) = tokio::fs::File::open(path).await else { return Vec::new() };
+    if f.seek(std::io::SeekFrom::Start(offset)).await.is_err() {
+        return Vec::new();
+    }
+    let mut buf = Vec::new();
+    let _ = f.take(LOG_CHUNK).read_to_end(&mut buf).await;
+    buf
+}
+
+fn log_response(data: Vec<u8>, next: u64, attempt: u32, complete: bool) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/octet-stream"));
+    headers.insert(HEADER_LOG_OFFSET, HeaderValue::from(next));
+    headers.insert(HEADER_LOG_ATTEMPT, HeaderValue::from(attempt));
+    headers.insert(HEADER_LOG_COMPLETE, HeaderValue::from_static(if complete { "true" } else { "false" }));
+    (headers, data).into_response()
+}
+
+pub async fn gpus(State(ctx): State<AppState>) -> ApiResult<Json<Vec<gpuq_api::GpuStatus>>> {
+    Ok(Json(ctx.service.gpu_status()?))
+}
