@@ -10,7 +10,11 @@ pub enum ApiError {
     Unreachable { url: String, reason: String },
     /// The daemon refused the request; `status` 4xx means bad input.
     #[error("{message}")]
-    Refused { status: u16, message: String, field: Option<String> },
+    Refused {
+        status: u16,
+        message: String,
+        field: Option<String>,
+    },
     #[error("unexpected answer from the daemon: {0}")]
     Protocol(String),
 }
@@ -42,7 +46,10 @@ pub struct LogChunk {
 impl Client {
     pub fn new(base: &str, token: &str) -> Self {
         Self {
-            http: reqwest::Client::builder().no_proxy().build().expect("HTTP client builds"),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("HTTP client builds"),
             base: base.trim_end_matches('/').to_string(),
             token: token.to_string(),
         }
@@ -59,11 +66,18 @@ impl Client {
             reason = s.to_string();
             src = s.source();
         }
-        ApiError::Unreachable { url: self.base.clone(), reason }
+        ApiError::Unreachable {
+            url: self.base.clone(),
+            reason,
+        }
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, ApiError> {
-        let resp = req.bearer_auth(&self.token).send().await.map_err(|e| self.unreachable(e))?;
+        let resp = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
         let status = resp.status();
         if status.is_success() {
             return Ok(resp);
@@ -72,17 +86,27 @@ impl Client {
         let (message, field) = match serde_json::from_str::<ErrorBody>(&text) {
             Ok(b) => (b.error, b.field),
             Err(_) if status == StatusCode::UNAUTHORIZED => (
-                "the daemon refused the token (401); check GPUQ_TOKEN or $GPUQ_HOME/token".to_string(),
+                "the daemon refused the token (401); check GPUQ_TOKEN or $GPUQ_HOME/token"
+                    .to_string(),
                 None,
             ),
             Err(_) => (format!("HTTP {status}: {text}"), None),
         };
-        Err(ApiError::Refused { status: status.as_u16(), message, field })
+        Err(ApiError::Refused {
+            status: status.as_u16(),
+            message,
+            field,
+        })
     }
 
-    async fn json<T: serde::de::DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, ApiError> {
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<T, ApiError> {
         let resp = self.send(req).await?;
-        resp.json().await.map_err(|e| ApiError::Protocol(e.to_string()))
+        resp.json()
+            .await
+            .map_err(|e| ApiError::Protocol(e.to_string()))
     }
 
     fn url(&self, path: &str) -> String {
@@ -90,11 +114,19 @@ impl Client {
     }
 
     pub async fn health(&self) -> Result<(), ApiError> {
-        let resp = self.http.get(self.url("/health")).send().await.map_err(|e| self.unreachable(e))?;
+        let resp = self
+            .http
+            .get(self.url("/health"))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
         if resp.status().is_success() {
             Ok(())
         } else {
-            Err(ApiError::Protocol(format!("health check answered {}", resp.status())))
+            Err(ApiError::Protocol(format!(
+                "health check answered {}",
+                resp.status()
+            )))
         }
     }
 
@@ -103,48 +135,97 @@ impl Client {
     }
 
     pub async fn submit(&self, req: &SubmitRequest) -> Result<Job, ApiError> {
-        self.json(self.http.post(self.url("/v1/jobs")).json(req)).await
+        self.json(self.http.post(self.url("/v1/jobs")).json(req))
+            .await
     }
 
-    pub async fn list(&self, states: &[JobState], limit: Option<u32>) -> Result<Vec<Job>, ApiError> {
+    pub async fn list(
+        &self,
+        states: &[JobState],
+        limit: Option<u32>,
+    ) -> Result<Vec<Job>, ApiError> {
         let mut query: Vec<(&str, String)> = Vec::new();
         if !states.is_empty() {
-            query.push(("state", states.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")));
+            query.push((
+                "state",
+                states
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ));
         }
         if let Some(l) = limit {
             query.push(("limit", l.to_string()));
         }
-        self.json(self.http.get(self.url("/v1/jobs")).query(&query)).await
+        self.json(self.http.get(self.url("/v1/jobs")).query(&query))
+            .await
     }
 
     pub async fn job(&self, id: JobId) -> Result<JobDetail, ApiError> {
-        self.json(self.http.get(self.url(&format!("/v1/jobs/{id}")))).await
+        self.json(self.http.get(self.url(&format!("/v1/jobs/{id}"))))
+            .await
     }
 
     pub async fn cancel(&self, id: JobId) -> Result<Job, ApiError> {
-        self.json(self.http.post(self.url(&format!("/v1/jobs/{id}/cancel")))).await
+        self.json(self.http.post(self.url(&format!("/v1/jobs/{id}/cancel"))))
+            .await
     }
 
     /// Waits (long poll) up to `timeout_s` for the job to end; returns it in whatever state it is then.
     pub async fn wait(&self, id: JobId, timeout_s: u64) -> Result<Job, ApiError> {
         let url = self.url(&format!("/v1/jobs/{id}/wait"));
-        self.json(self.http.get(url).query(&[("timeout", timeout_s)])).await
+        self.json(self.http.get(url).query(&[("timeout", timeout_s)]))
+            .await
     }
 
     /// Reads a job's log from `offset`. With `follow`, the daemon holds the request
     /// until there is something new or the attempt ended.
-    pub async fn log(&self, id: JobId, attempt: Option<u32>, offset: u64, follow: bool) -> Result<LogChunk, ApiError> {
-        let mut query = vec![("offset", offset.to_string()), ("follow", follow.to_string())];
+    pub async fn log(
+        &self,
+        id: JobId,
+        attempt: Option<u32>,
+        offset: u64,
+        follow: bool,
+    ) -> Result<LogChunk, ApiError> {
+        let mut query = vec![
+            ("offset", offset.to_string()),
+            ("follow", follow.to_string()),
+        ];
         if let Some(a) = attempt {
             query.push(("attempt", a.to_string()));
         }
-        let resp = self.send(self.http.get(self.url(&format!("/v1/jobs/{id}/log"))).query(&query)).await?;
-        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let next_offset = header(HEADER_LOG_OFFSET).and_then(|v| v.parse().ok()).unwrap_or(offset);
-        let attempt = header(HEADER_LOG_ATTEMPT).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let resp = self
+            .send(
+                self.http
+                    .get(self.url(&format!("/v1/jobs/{id}/log")))
+                    .query(&query),
+            )
+            .await?;
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let next_offset = header(HEADER_LOG_OFFSET)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(offset);
+        let attempt = header(HEADER_LOG_ATTEMPT)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let complete = header(HEADER_LOG_COMPLETE).as_deref() == Some("true");
-        let data = resp.bytes().await.map_err(|e| ApiError::Protocol(e.to_string()))?.to_vec();
-        Ok(LogChunk { data, next_offset, attempt, complete })
+        let data = resp
+            .bytes()
+            .await
+            .map_err(|e| ApiError::Protocol(e.to_string()))?
+            .to_vec();
+        Ok(LogChunk {
+            data,
+            next_offset,
+            attempt,
+            complete,
+        })
     }
 
     pub async fn gpus(&self) -> Result<Vec<GpuStatus>, ApiError> {

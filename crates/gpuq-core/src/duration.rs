@@ -27,7 +27,9 @@ impl DurationSpec {
         Self { millis }
     }
     pub fn from_secs(secs: u64) -> Self {
-        Self { millis: secs.saturating_mul(1000) }
+        Self {
+            millis: secs.saturating_mul(1000),
+        }
     }
     pub fn as_millis(self) -> u64 {
         self.millis
@@ -40,14 +42,18 @@ impl DurationSpec {
 impl FromStr for DurationSpec {
     type Err = DurationError;
     fn from_str(input: &str) -> Result<Self, Self::Err> {
-        let err = |why: &str| DurationError { input: input.to_string(), why: why.to_string() };
+        let err = |why: &str| DurationError {
+            input: input.to_string(),
+            why: why.to_string(),
+        };
         let text = input.trim();
         if text.is_empty() {
             return Err(err("it is empty"));
         }
         let millis: u64 = if text.bytes().all(|b| b.is_ascii_digit()) {
             let secs: u64 = text.parse().map_err(|_| err("the number is too large"))?;
-            secs.checked_mul(1000).ok_or_else(|| err("the number is too large"))?
+            secs.checked_mul(1000)
+                .ok_or_else(|| err("the number is too large"))?
         } else {
             let d = humantime::parse_duration(text).map_err(|e| err(&e.to_string()))?;
             u64::try_from(d.as_millis()).map_err(|_| err("it is too long"))?
@@ -65,7 +71,11 @@ impl FromStr for DurationSpec {
 impl fmt::Display for DurationSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = std::time::Duration::from_millis(self.millis);
-        write!(f, "{}", humantime::format_duration(d).to_string().replace(' ', ""))
+        write!(
+            f,
+            "{}",
+            humantime::format_duration(d).to_string().replace(' ', "")
+        )
     }
 }
 
@@ -77,22 +87,29 @@ impl Serialize for DurationSpec {
 
 impl<'de> Deserialize<'de> for DurationSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Secs(u64),
-            Text(String),
+        // A visitor rather than an untagged enum: format errors keep their line and column.
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = DurationSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration such as 30s, 15m, 2h or a number of seconds")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<DurationSpec, E> {
+                v.to_string().parse().map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<DurationSpec, E> {
+                v.to_string().parse().map_err(E::custom)
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<DurationSpec, E> {
+                Err(E::custom(format!(
+                    "invalid duration {v}: write it like 30s, 15m, 2h or 1h30m"
+                )))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DurationSpec, E> {
+                v.parse().map_err(E::custom)
+            }
         }
-        match Raw::deserialize(d)? {
-            Raw::Secs(0) => Err(serde::de::Error::custom(
-                "invalid duration 0: it must be longer than zero",
-            )),
-            Raw::Secs(s) if s.saturating_mul(1000) > MAX_MILLIS => Err(serde::de::Error::custom(
-                format!("invalid duration {s}: it is longer than ten years"),
-            )),
-            Raw::Secs(s) => Ok(Self::from_secs(s)),
-            Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
-        }
+        d.deserialize_any(Visitor)
     }
 }
 
@@ -108,8 +125,10 @@ impl JsonSchema for DurationSpec {
             ])),
             ..Default::default()
         };
-        s.metadata().description =
-            Some("A positive duration: `30s`, `15m`, `2h`, `1h30m`, or an integer number of seconds.".into());
+        s.metadata().description = Some(
+            "A positive duration: `30s`, `15m`, `2h`, `1h30m`, or an integer number of seconds."
+                .into(),
+        );
         s.metadata().examples = vec!["2h".into(), "30s".into()];
         s.into()
     }
@@ -123,13 +142,25 @@ mod tests {
     fn parses_common_forms() {
         assert_eq!("30s".parse::<DurationSpec>().unwrap().as_millis(), 30_000);
         assert_eq!("2h".parse::<DurationSpec>().unwrap().as_millis(), 7_200_000);
-        assert_eq!("1h30m".parse::<DurationSpec>().unwrap().as_millis(), 5_400_000);
+        assert_eq!(
+            "1h30m".parse::<DurationSpec>().unwrap().as_millis(),
+            5_400_000
+        );
         assert_eq!("45".parse::<DurationSpec>().unwrap().as_millis(), 45_000);
     }
 
     #[test]
     fn rejects_bad_input_with_a_hint() {
-        for bad in ["", "0", "0s", "abc", "-5m", "3 parsecs", "99999999999999999999", "20000d"] {
+        for bad in [
+            "",
+            "0",
+            "0s",
+            "abc",
+            "-5m",
+            "3 parsecs",
+            "99999999999999999999",
+            "20000d",
+        ] {
             let e = bad.parse::<DurationSpec>().unwrap_err();
             assert!(e.to_string().contains("write it like"), "{bad}: {e}");
         }

@@ -84,8 +84,15 @@ pub struct ScheduleInput<'a> {
 /// A decision for the caller to commit and carry out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Start { job: JobId, node: usize, gpus: Vec<u32> },
-    Fail { job: JobId, reason: String },
+    Start {
+        job: JobId,
+        node: usize,
+        gpus: Vec<u32>,
+    },
+    Fail {
+        job: JobId,
+        reason: String,
+    },
 }
 
 struct Reservation {
@@ -103,12 +110,17 @@ pub fn schedule<'p>(
     pending: impl IntoIterator<Item = &'p PendingJob>,
 ) -> Vec<Decision> {
     let nodes = input.nodes;
-    let mut free: Vec<BTreeSet<u32>> = nodes.iter().map(|n| n.gpus.iter().copied().collect()).collect();
+    let mut free: Vec<BTreeSet<u32>> = nodes
+        .iter()
+        .map(|n| n.gpus.iter().copied().collect())
+        .collect();
     let mut free_slots: Vec<u32> = nodes.iter().map(|n| n.slots).collect();
     // (gpu count, ends_by) of every job holding GPUs, per node, including those started in this pass.
     let mut holders: Vec<Vec<(u32, Option<Millis>)>> = vec![Vec::new(); nodes.len()];
     for r in input.running {
-        let Some(node_free) = free.get_mut(r.node) else { continue };
+        let Some(node_free) = free.get_mut(r.node) else {
+            continue;
+        };
         for g in &r.gpus {
             node_free.remove(g);
         }
@@ -124,23 +136,32 @@ pub fn schedule<'p>(
             DependencyVerdict::Ready => {}
             DependencyVerdict::Wait => continue,
             DependencyVerdict::Fail(reason) => {
-                decisions.push(Decision::Fail { job: job.id, reason });
+                decisions.push(Decision::Fail {
+                    job: job.id,
+                    reason,
+                });
                 continue;
             }
         }
         if job.gpus > largest_node {
             decisions.push(Decision::Fail {
                 job: job.id,
-                reason: format!("job asks for {} GPUs; the largest node has {largest_node}", job.gpus),
+                reason: format!(
+                    "job asks for {} GPUs; the largest node has {largest_node}",
+                    job.gpus
+                ),
             });
             continue;
         }
         if input.drained {
             continue;
         }
-        let ends_by = job.time_limit_ms.map(|t| input.now.saturating_add(t as i64));
-        let chosen = best_fit_nodes(job.gpus, &free, &free_slots).into_iter().find(|&node| {
-            match &mut reservation {
+        let ends_by = job
+            .time_limit_ms
+            .map(|t| input.now.saturating_add(t as i64));
+        let chosen = best_fit_nodes(job.gpus, &free, &free_slots)
+            .into_iter()
+            .find(|&node| match &mut reservation {
                 None => true,
                 Some(r) if r.node != node => true,
                 Some(r) => {
@@ -154,8 +175,7 @@ pub fn schedule<'p>(
                         false
                     }
                 }
-            }
-        });
+            });
         match chosen {
             Some(node) => {
                 let gpus: Vec<u32> = free[node].iter().copied().take(job.gpus as usize).collect();
@@ -164,7 +184,11 @@ pub fn schedule<'p>(
                 }
                 free_slots[node] -= 1;
                 holders[node].push((job.gpus, ends_by));
-                decisions.push(Decision::Start { job: job.id, node, gpus });
+                decisions.push(Decision::Start {
+                    job: job.id,
+                    node,
+                    gpus,
+                });
             }
             None if reservation.is_none() && job.gpus > 0 => {
                 reservation = reserve(job.gpus, input.now, nodes, &free, &holders);
@@ -181,7 +205,10 @@ enum DependencyVerdict {
     Fail(String),
 }
 
-fn dependency_verdict(job: &PendingJob, lookup: &dyn Fn(JobId) -> DependencyState) -> DependencyVerdict {
+fn dependency_verdict(
+    job: &PendingJob,
+    lookup: &dyn Fn(JobId) -> DependencyState,
+) -> DependencyVerdict {
     let mut wait = false;
     for &dep in &job.after {
         match lookup(dep) {
@@ -224,7 +251,11 @@ fn reserve(
         if (info.gpus.len() as u32) < gpus {
             continue;
         }
-        let mut ending: Vec<(u32, Option<Millis>)> = holders[node].iter().copied().filter(|(g, _)| *g > 0).collect();
+        let mut ending: Vec<(u32, Option<Millis>)> = holders[node]
+            .iter()
+            .copied()
+            .filter(|(g, _)| *g > 0)
+            .collect();
         // Unknown ends (no time limit) sort last.
         ending.sort_by_key(|(_, end)| (end.is_none(), end.unwrap_or(Millis::MAX)));
         let mut available = free[node].len() as u32;
@@ -236,7 +267,11 @@ fn reserve(
             available += held;
             start = end;
         }
-        let candidate = Reservation { node, start, spare_gpus: available.saturating_sub(gpus) };
+        let candidate = Reservation {
+            node,
+            start,
+            spare_gpus: available.saturating_sub(gpus),
+        };
         let better = match &best {
             None => true,
             Some(b) => match (candidate.start, b.start) {

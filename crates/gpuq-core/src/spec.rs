@@ -9,7 +9,18 @@ use std::str::FromStr;
 
 /// Priority class. Higher classes start first; within a class, submit order.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
@@ -108,7 +119,10 @@ pub struct SpecError {
 
 impl SpecError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { field: field.into(), message: message.into() }
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -163,7 +177,10 @@ impl JobSpec {
         if self.gpus > MAX_GPUS_PER_JOB {
             return Err(SpecError::new(
                 "gpus",
-                format!("{} GPUs is more than any node has; the limit is {MAX_GPUS_PER_JOB}", self.gpus),
+                format!(
+                    "{} GPUs is more than any node has; the limit is {MAX_GPUS_PER_JOB}",
+                    self.gpus
+                ),
             ));
         }
         for (key, value) in &self.env {
@@ -177,7 +194,10 @@ impl JobSpec {
                 ));
             }
             if value.contains('\0') {
-                return Err(SpecError::new(format!("env.{key}"), "the value contains a NUL byte"));
+                return Err(SpecError::new(
+                    format!("env.{key}"),
+                    "the value contains a NUL byte",
+                ));
             }
         }
         if let Some(cwd) = &self.cwd {
@@ -186,14 +206,23 @@ impl JobSpec {
             }
         }
         if let Some(project) = &self.project {
-            if project.is_empty() || project.len() > MAX_NAME_LEN || project.chars().any(char::is_control) {
-                return Err(SpecError::new("project", "project names are 1 to 200 printable characters"));
+            if project.is_empty()
+                || project.len() > MAX_NAME_LEN
+                || project.chars().any(char::is_control)
+            {
+                return Err(SpecError::new(
+                    "project",
+                    "project names are 1 to 200 printable characters",
+                ));
             }
         }
         let mut seen = std::collections::HashSet::new();
         for dep in &self.after {
             if !seen.insert(dep) {
-                return Err(SpecError::new("after", format!("job {dep} is listed twice")));
+                return Err(SpecError::new(
+                    "after",
+                    format!("job {dep} is listed twice"),
+                ));
             }
         }
         Ok(())
@@ -212,7 +241,12 @@ impl JobSpec {
     pub fn display_command(&self) -> String {
         match (&self.command, &self.run) {
             (Some(argv), _) => argv.join(" "),
-            (None, Some(script)) => script.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; "),
+            (None, Some(script)) => script
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
             (None, None) => String::new(),
         }
     }
@@ -223,7 +257,10 @@ mod tests {
     use super::*;
 
     fn cmd(argv: &[&str]) -> JobSpec {
-        JobSpec { command: Some(argv.iter().map(|s| s.to_string()).collect()), ..Default::default() }
+        JobSpec {
+            command: Some(argv.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -247,13 +284,19 @@ mod tests {
         let mut s = cmd(&["x"]);
         s.gpus = 5000;
         assert_eq!(s.validate().unwrap_err().field, "gpus");
-        let s = JobSpec { run: Some("  \n".into()), ..Default::default() };
+        let s = JobSpec {
+            run: Some("  \n".into()),
+            ..Default::default()
+        };
         assert_eq!(s.validate().unwrap_err().field, "run");
     }
 
     #[test]
     fn run_script_goes_through_bash_e() {
-        let s = JobSpec { run: Some("echo a\necho b\n".into()), ..Default::default() };
+        let s = JobSpec {
+            run: Some("echo a\necho b\n".into()),
+            ..Default::default()
+        };
         assert_eq!(s.argv()[..3], ["bash", "-e", "-c"]);
         assert_eq!(s.display_command(), "echo a; echo b");
     }

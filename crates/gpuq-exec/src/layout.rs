@@ -10,7 +10,9 @@ pub struct JobDir {
 
 impl JobDir {
     pub fn new(home: &Path, id: JobId) -> Self {
-        Self { root: home.join("jobs").join(id.to_string()) }
+        Self {
+            root: home.join("jobs").join(id.to_string()),
+        }
     }
     /// The directory as given to the supervisor on its command line.
     pub fn from_root(root: PathBuf) -> Self {

@@ -14,7 +14,10 @@ pub use supervisor::{supervise, ExitRecord};
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error("cannot prepare job directory {path}: {source}")]
-    JobDir { path: String, source: std::io::Error },
+    JobDir {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot signal job: {0}")]
     Signal(std::io::Error),
 }

@@ -32,7 +32,12 @@ pub struct LaunchRequest<'a> {
 
 impl LocalExecutor {
     pub fn new(home: &Path, self_exe: PathBuf, api_url: String, api_token: String) -> Self {
-        Self { home: home.to_path_buf(), self_exe, api_url, api_token }
+        Self {
+            home: home.to_path_buf(),
+            self_exe,
+            api_url,
+            api_token,
+        }
     }
 
     pub fn job_dir(&self, job: JobId) -> JobDir {
@@ -69,7 +74,11 @@ impl LocalExecutor {
             std::fs::create_dir_all(&d).map_err(io_err(&d))?;
         }
         let log_path = dir.log(req.attempt);
-        let log = OpenOptions::new().create(true).append(true).open(&log_path).map_err(io_err(&log_path))?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(io_err(&log_path))?;
         let log_err = log.try_clone().map_err(io_err(&log_path))?;
 
         let mut cmd = Command::new(&self.self_exe);
@@ -103,7 +112,9 @@ impl LocalExecutor {
     /// Returns false when the group no longer exists (or never started).
     pub fn signal(&self, job: JobId, attempt: u32, signal: i32) -> Result<bool, ExecError> {
         let dir = self.job_dir(job);
-        let Some(pgid) = std::fs::read_to_string(dir.pgid_file(attempt)).ok().and_then(|s| s.trim().parse::<i32>().ok())
+        let Some(pgid) = std::fs::read_to_string(dir.pgid_file(attempt))
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
         else {
             return Ok(false);
         };

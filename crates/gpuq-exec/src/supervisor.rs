@@ -80,11 +80,18 @@ pub fn supervise(dir: &JobDir, attempt: u32, argv: &[String]) -> i32 {
     let record = match cmd.spawn() {
         Err(e) => {
             eprintln!("gpuq: cannot start {program:?}: {e}");
-            ExitRecord { exit_code: Some(127), signal: None, spawn_error: Some(format!("{program}: {e}")), ended_at_ms: now_ms() }
+            ExitRecord {
+                exit_code: Some(127),
+                signal: None,
+                spawn_error: Some(format!("{program}: {e}")),
+                ended_at_ms: now_ms(),
+            }
         }
         Ok(mut child) => {
             // The job is its own process group leader: pgid == pid.
-            if let Err(e) = write_atomically(&dir.pgid_file(attempt), child.id().to_string().as_bytes()) {
+            if let Err(e) =
+                write_atomically(&dir.pgid_file(attempt), child.id().to_string().as_bytes())
+            {
                 eprintln!("gpuq supervisor: cannot record the job's process group: {e}");
             }
             let status = loop {

@@ -90,12 +90,17 @@ mod nvml {
         let count = nvml.device_count().map_err(|e| e.to_string())?;
         let mut gpus = Vec::with_capacity(count as usize);
         for i in 0..count {
-            let dev = nvml.device_by_index(i).map_err(|e| format!("device {i}: {e}"))?;
+            let dev = nvml
+                .device_by_index(i)
+                .map_err(|e| format!("device {i}: {e}"))?;
             gpus.push(GpuInfo {
                 index: i,
                 uuid: dev.uuid().unwrap_or_else(|_| format!("GPU-unknown-{i}")),
                 model: dev.name().unwrap_or_else(|_| "unknown".into()),
-                memory_mib: dev.memory_info().map(|m| m.total / (1024 * 1024)).unwrap_or(0),
+                memory_mib: dev
+                    .memory_info()
+                    .map(|m| m.total / (1024 * 1024))
+                    .unwrap_or(0),
             });
         }
         Ok(gpus)
@@ -112,14 +117,21 @@ mod tests {
         assert_eq!("none".parse(), Ok(GpuSource::None));
         assert_eq!("sim:4".parse(), Ok(GpuSource::Simulated(4)));
         for bad in ["", "sim:", "sim:x", "sim:-1", "4", "sim:99999"] {
-            assert!(bad.parse::<GpuSource>().unwrap_err().to_string().contains("sim:N"));
+            assert!(bad
+                .parse::<GpuSource>()
+                .unwrap_err()
+                .to_string()
+                .contains("sim:N"));
         }
     }
 
     #[test]
     fn simulated_gpus_have_distinct_indices_and_uuids() {
         let d = discover(&GpuSource::Simulated(3));
-        assert_eq!(d.gpus.iter().map(|g| g.index).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(
+            d.gpus.iter().map(|g| g.index).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
         let uuids: std::collections::HashSet<_> = d.gpus.iter().map(|g| &g.uuid).collect();
         assert_eq!(uuids.len(), 3);
     }

@@ -13,7 +13,9 @@ use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("the disk holding the gpuq database is full; free space and retry (nothing was written)")]
+    #[error(
+        "the disk holding the gpuq database is full; free space and retry (nothing was written)"
+    )]
     DiskFull,
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -26,7 +28,9 @@ pub enum StoreError {
 impl StoreError {
     fn from_sqlite(e: rusqlite::Error) -> Self {
         match &e {
-            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => StoreError::DiskFull,
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => {
+                StoreError::DiskFull
+            }
             _ => StoreError::Sqlite(e),
         }
     }
@@ -83,7 +87,8 @@ pub struct Store {
     conn: Connection,
 }
 
-const JOB_COLUMNS: &str = "id, name, user, project, state, priority, gpus_requested, gpus, node, command, cwd, \
+const JOB_COLUMNS: &str =
+    "id, name, user, project, state, priority, gpus_requested, gpus, node, command, cwd, \
      attempt, exit_code, signal, reason, submitted_at, started_at, ended_at, spec";
 
 impl Store {
@@ -133,7 +138,10 @@ impl Store {
             insert_event(tx, now, id, "submitted", &format!("by {}", new.user))?;
             Ok(id)
         })?;
-        self.job(id)?.ok_or(StoreError::Corrupt { id, why: "vanished after insert".into() })
+        self.job(id)?.ok_or(StoreError::Corrupt {
+            id,
+            why: "vanished after insert".into(),
+        })
     }
 
     pub fn job(&self, id: JobId) -> Result<Option<Job>> {
@@ -143,15 +151,28 @@ impl Store {
     }
 
     pub fn state(&self, id: JobId) -> Result<Option<JobState>> {
-        let s: Option<String> = self.conn.query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0)).optional()?;
-        s.map(|s| s.parse().map_err(|_| StoreError::Corrupt { id, why: format!("state {s:?}") })).transpose()
+        let s: Option<String> = self
+            .conn
+            .query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()?;
+        s.map(|s| {
+            s.parse().map_err(|_| StoreError::Corrupt {
+                id,
+                why: format!("state {s:?}"),
+            })
+        })
+        .transpose()
     }
 
     /// Newest first.
     pub fn list(&self, filter: &ListFilter) -> Result<Vec<Job>> {
         let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs");
         if !filter.states.is_empty() {
-            let states: Vec<String> = filter.states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+            let states: Vec<String> = filter
+                .states
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
             sql.push_str(&format!(" WHERE state IN ({})", states.join(",")));
         }
         sql.push_str(" ORDER BY id DESC");
@@ -174,20 +195,36 @@ impl Store {
         let mut out = Vec::new();
         for row in rows {
             let (id, s) = row?;
-            out.push((id, s.parse().map_err(|_| StoreError::Corrupt { id, why: format!("state {s:?}") })?));
+            out.push((
+                id,
+                s.parse().map_err(|_| StoreError::Corrupt {
+                    id,
+                    why: format!("state {s:?}"),
+                })?,
+            ));
         }
         Ok(out)
     }
 
     pub fn launch_info(&self, id: JobId) -> Result<LaunchInfo> {
-        let (spec, cwd, env): (String, String, String) = self.conn.query_row(
-            "SELECT spec, cwd, env FROM jobs WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
-        let spec: JobSpec = serde_json::from_str(&spec).map_err(|e| StoreError::Corrupt { id, why: e.to_string() })?;
-        let env = serde_json::from_str(&env).map_err(|e| StoreError::Corrupt { id, why: e.to_string() })?;
-        Ok(LaunchInfo { argv: spec.argv(), cwd, env })
+        let (spec, cwd, env): (String, String, String) =
+            self.conn
+                .query_row("SELECT spec, cwd, env FROM jobs WHERE id = ?1", [id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?;
+        let spec: JobSpec = serde_json::from_str(&spec).map_err(|e| StoreError::Corrupt {
+            id,
+            why: e.to_string(),
+        })?;
+        let env = serde_json::from_str(&env).map_err(|e| StoreError::Corrupt {
+            id,
+            why: e.to_string(),
+        })?;
+        Ok(LaunchInfo {
+            argv: spec.argv(),
+            cwd,
+            env,
+        })
     }
 
     /// Marks the jobs running, one new attempt each, in one transaction; returns the attempt numbers.
@@ -243,7 +280,13 @@ impl Store {
         })
     }
 
-    pub fn record_event(&mut self, job: JobId, kind: &str, detail: &str, now: Millis) -> Result<()> {
+    pub fn record_event(
+        &mut self,
+        job: JobId,
+        kind: &str,
+        detail: &str,
+        now: Millis,
+    ) -> Result<()> {
         self.write(|tx| insert_event(tx, now, job, kind, detail))
     }
 
@@ -270,16 +313,29 @@ impl Store {
     }
 
     pub fn events(&self, job: JobId) -> Result<Vec<Event>> {
-        let mut stmt =
-            self.conn.prepare("SELECT seq, at, job_id, kind, detail FROM events WHERE job_id = ?1 ORDER BY seq")?;
+        let mut stmt = self.conn.prepare(
+            "SELECT seq, at, job_id, kind, detail FROM events WHERE job_id = ?1 ORDER BY seq",
+        )?;
         let rows = stmt.query_map([job], |r| {
-            Ok(Event { seq: r.get(0)?, at: r.get(1)?, job_id: r.get(2)?, kind: r.get(3)?, detail: r.get(4)? })
+            Ok(Event {
+                seq: r.get(0)?,
+                at: r.get(1)?,
+                job_id: r.get(2)?,
+                kind: r.get(3)?,
+                detail: r.get(4)?,
+            })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }
 
-fn insert_event(tx: &Transaction<'_>, at: Millis, job: JobId, kind: &str, detail: &str) -> rusqlite::Result<()> {
+fn insert_event(
+    tx: &Transaction<'_>,
+    at: Millis,
+    job: JobId,
+    kind: &str,
+    detail: &str,
+) -> rusqlite::Result<()> {
     tx.prepare_cached("INSERT INTO events (at, job_id, kind, detail) VALUES (?1, ?2, ?3, ?4)")?
         .execute(params![at, job, kind, detail])?;
     Ok(())
@@ -305,7 +361,9 @@ fn read_job(r: &Row<'_>) -> rusqlite::Result<Result<Job>> {
             name: r.get(1)?,
             user: r.get(2)?,
             project: r.get(3)?,
-            state: state.parse().map_err(|_| corrupt(format!("state {state:?}")))?,
+            state: state
+                .parse()
+                .map_err(|_| corrupt(format!("state {state:?}")))?,
             priority: match r.get::<_, i64>(5)? {
                 0 => Priority::Low,
                 2 => Priority::High,

@@ -2,7 +2,11 @@ use super::*;
 
 fn new_job(argv: &[&str]) -> NewJob {
     NewJob {
-        spec: JobSpec { command: Some(argv.iter().map(|s| s.to_string()).collect()), gpus: 1, ..Default::default() },
+        spec: JobSpec {
+            command: Some(argv.iter().map(|s| s.to_string()).collect()),
+            gpus: 1,
+            ..Default::default()
+        },
         user: "alice".into(),
         cwd: "/tmp".into(),
         env: BTreeMap::from([("A".to_string(), "1".to_string())]),
@@ -13,32 +17,72 @@ fn new_job(argv: &[&str]) -> NewJob {
 fn a_job_goes_through_its_life_with_events() {
     let mut store = Store::open_in_memory().unwrap();
     let job = store.submit(&new_job(&["echo", "hi"]), 1000).unwrap();
-    assert_eq!((job.id, job.state, job.attempt, job.command.as_str()), (1, JobState::Queued, 0, "echo hi"));
+    assert_eq!(
+        (job.id, job.state, job.attempt, job.command.as_str()),
+        (1, JobState::Queued, 0, "echo hi")
+    );
 
-    let attempts = store.start(&[StartRecord { job: 1, node: "local".into(), gpus: vec![2] }], 2000).unwrap();
+    let attempts = store
+        .start(
+            &[StartRecord {
+                job: 1,
+                node: "local".into(),
+                gpus: vec![2],
+            }],
+            2000,
+        )
+        .unwrap();
     assert_eq!(attempts, vec![1]);
     let running = store.job(1).unwrap().unwrap();
-    assert_eq!((running.state, running.gpus.clone(), running.started_at), (JobState::Running, vec![2], Some(2000)));
+    assert_eq!(
+        (running.state, running.gpus.clone(), running.started_at),
+        (JobState::Running, vec![2], Some(2000))
+    );
 
-    let end = AttemptEnd { job: 1, attempt: 1, exit_code: Some(0), signal: None, next_state: JobState::Succeeded, reason: "exit 0".into() };
+    let end = AttemptEnd {
+        job: 1,
+        attempt: 1,
+        exit_code: Some(0),
+        signal: None,
+        next_state: JobState::Succeeded,
+        reason: "exit 0".into(),
+    };
     store.finish_attempt(&end, 3000).unwrap();
     let done = store.job(1).unwrap().unwrap();
-    assert_eq!((done.state, done.exit_code, done.ended_at), (JobState::Succeeded, Some(0), Some(3000)));
+    assert_eq!(
+        (done.state, done.exit_code, done.ended_at),
+        (JobState::Succeeded, Some(0), Some(3000))
+    );
 
-    let kinds: Vec<String> = store.events(1).unwrap().into_iter().map(|e| e.kind).collect();
+    let kinds: Vec<String> = store
+        .events(1)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
     assert_eq!(kinds, ["submitted", "started", "succeeded"]);
     assert_eq!(store.attempts(1).unwrap()[0].ended_at, Some(3000));
     let launch = store.launch_info(1).unwrap();
-    assert_eq!((launch.argv, launch.env["A"].as_str()), (vec!["echo".to_string(), "hi".to_string()], "1"));
+    assert_eq!(
+        (launch.argv, launch.env["A"].as_str()),
+        (vec!["echo".to_string(), "hi".to_string()], "1")
+    );
 }
 
 #[test]
 fn starting_a_job_twice_is_refused() {
     let mut store = Store::open_in_memory().unwrap();
     store.submit(&new_job(&["true"]), 0).unwrap();
-    let start = [StartRecord { job: 1, node: "local".into(), gpus: vec![] }];
+    let start = [StartRecord {
+        job: 1,
+        node: "local".into(),
+        gpus: vec![],
+    }];
     store.start(&start, 1).unwrap();
-    assert!(store.start(&start, 2).is_err(), "a running job must not start again");
+    assert!(
+        store.start(&start, 2).is_err(),
+        "a running job must not start again"
+    );
     assert_eq!(store.attempts(1).unwrap().len(), 1);
 }
 
@@ -46,11 +90,36 @@ fn starting_a_job_twice_is_refused() {
 fn retry_requeues_and_the_next_attempt_counts_up() {
     let mut store = Store::open_in_memory().unwrap();
     store.submit(&new_job(&["false"]), 0).unwrap();
-    store.start(&[StartRecord { job: 1, node: "local".into(), gpus: vec![0] }], 1).unwrap();
-    let end = AttemptEnd { job: 1, attempt: 1, exit_code: Some(1), signal: None, next_state: JobState::Queued, reason: "exit 1".into() };
+    store
+        .start(
+            &[StartRecord {
+                job: 1,
+                node: "local".into(),
+                gpus: vec![0],
+            }],
+            1,
+        )
+        .unwrap();
+    let end = AttemptEnd {
+        job: 1,
+        attempt: 1,
+        exit_code: Some(1),
+        signal: None,
+        next_state: JobState::Queued,
+        reason: "exit 1".into(),
+    };
     store.finish_attempt(&end, 2).unwrap();
     assert_eq!(store.job(1).unwrap().unwrap().state, JobState::Queued);
-    let n = store.start(&[StartRecord { job: 1, node: "local".into(), gpus: vec![1] }], 3).unwrap();
+    let n = store
+        .start(
+            &[StartRecord {
+                job: 1,
+                node: "local".into(),
+                gpus: vec![1],
+            }],
+            3,
+        )
+        .unwrap();
     assert_eq!(n, vec![2]);
 }
 
@@ -61,11 +130,31 @@ fn reopening_keeps_everything() {
     {
         let mut store = Store::open(&path).unwrap();
         store.submit(&new_job(&["a"]), 0).unwrap();
-        store.end_queued(&[(1, JobState::Cancelled, "cancelled by alice".into())], 5).unwrap();
+        store
+            .end_queued(&[(1, JobState::Cancelled, "cancelled by alice".into())], 5)
+            .unwrap();
     }
     let store = Store::open(&path).unwrap();
     let job = store.job(1).unwrap().unwrap();
-    assert_eq!((job.state, job.reason.as_deref()), (JobState::Cancelled, Some("cancelled by alice")));
-    assert_eq!(store.list(&ListFilter { states: vec![JobState::Cancelled], limit: None }).unwrap().len(), 1);
-    assert!(store.list(&ListFilter { states: vec![JobState::Queued], limit: None }).unwrap().is_empty());
+    assert_eq!(
+        (job.state, job.reason.as_deref()),
+        (JobState::Cancelled, Some("cancelled by alice"))
+    );
+    assert_eq!(
+        store
+            .list(&ListFilter {
+                states: vec![JobState::Cancelled],
+                limit: None
+            })
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(store
+        .list(&ListFilter {
+            states: vec![JobState::Queued],
+            limit: None
+        })
+        .unwrap()
+        .is_empty());
 }

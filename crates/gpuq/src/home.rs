@@ -14,7 +14,9 @@ pub fn resolve_home() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|h| !h.is_empty()) {
         return PathBuf::from(x).join("gpuq");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
     home.join(".local/share/gpuq")
 }
 
@@ -53,7 +55,8 @@ pub fn load_or_create_token(home: &Path) -> Result<String> {
         }
     }
     let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("cannot get random bytes for the API token: {e}"))?;
+    getrandom::getrandom(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("cannot get random bytes for the API token: {e}"))?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let tmp = path.with_extension("tmp");
     {
@@ -78,7 +81,9 @@ pub fn read_token(home: &Path) -> Option<String> {
             return Some(t);
         }
     }
-    std::fs::read_to_string(token_path(home)).ok().map(|t| t.trim().to_string())
+    std::fs::read_to_string(token_path(home))
+        .ok()
+        .map(|t| t.trim().to_string())
 }
 
 /// The name jobs are recorded under.

@@ -5,7 +5,8 @@ use std::path::Path;
 
 /// Reads and checks a spec file; the error names the file, the field and the line.
 pub fn load(path: &Path) -> Result<JobSpec, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -25,7 +26,8 @@ pub fn parse(text: &str) -> Result<JobSpec, String> {
 /// True when a lone positional argument names a spec file rather than a command.
 pub fn looks_like_spec(arg: &str) -> bool {
     let lower = arg.to_ascii_lowercase();
-    (lower.ends_with(".yaml") || lower.ends_with(".yml") || lower.ends_with(".json")) && Path::new(arg).is_file()
+    (lower.ends_with(".yaml") || lower.ends_with(".yml") || lower.ends_with(".json"))
+        && Path::new(arg).is_file()
 }
 
 #[cfg(test)]
@@ -57,7 +59,10 @@ mod tests {
     #[test]
     fn bad_duration_and_empty_command_are_explained() {
         let e = parse("command: [x]\ntime_limit: soon\n").unwrap_err();
-        assert!(e.contains("time_limit") && e.contains("write it like"), "{e}");
+        assert!(
+            e.contains("time_limit") && e.contains("write it like"),
+            "{e}"
+        );
         let e = parse("command: []\n").unwrap_err();
         assert!(e.contains("command"), "{e}");
         let e = parse("gpus: 1\n").unwrap_err();
@@ -66,7 +71,18 @@ mod tests {
 
     #[test]
     fn garbage_never_panics() {
-        for text in ["", "[", "{{{", "- - -", "gpus: -1", "after: [x]", "env: 3", "\u{0}", "run: 5", "a: b: c"] {
+        for text in [
+            "",
+            "[",
+            "{{{",
+            "- - -",
+            "gpus: -1",
+            "after: [x]",
+            "env: 3",
+            "\u{0}",
+            "run: 5",
+            "a: b: c",
+        ] {
             let _ = parse(text);
         }
     }

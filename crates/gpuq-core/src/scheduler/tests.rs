@@ -18,7 +18,11 @@ struct Scenario {
 impl Scenario {
     fn node(mut self, gpus: u32) -> Self {
         let name = format!("n{}", self.nodes.len());
-        self.nodes.push(Node { name, gpus: (0..gpus).collect(), slots: 64 });
+        self.nodes.push(Node {
+            name,
+            gpus: (0..gpus).collect(),
+            slots: 64,
+        });
         self
     }
     fn slots(mut self, node: usize, slots: u32) -> Self {
@@ -26,7 +30,12 @@ impl Scenario {
         self
     }
     fn running(mut self, id: JobId, node: usize, gpus: &[u32], ends_by: Option<Millis>) -> Self {
-        self.running.push(RunningJob { id, node, gpus: gpus.to_vec(), ends_by });
+        self.running.push(RunningJob {
+            id,
+            node,
+            gpus: gpus.to_vec(),
+            ends_by,
+        });
         self
     }
     fn queued(self, id: JobId, gpus: u32) -> Self {
@@ -76,10 +85,25 @@ fn started(decisions: &[Decision]) -> Vec<JobId> {
 
 #[test]
 fn gang_allocation_waits_for_all_gpus() {
-    let d = Scenario::default().node(4).running(1, 0, &[0, 1, 2], None).queued(2, 2).run();
+    let d = Scenario::default()
+        .node(4)
+        .running(1, 0, &[0, 1, 2], None)
+        .queued(2, 2)
+        .run();
     assert!(d.is_empty(), "{d:?}");
-    let d = Scenario::default().node(4).running(1, 0, &[0, 1], None).queued(2, 2).run();
-    assert_eq!(d, vec![Decision::Start { job: 2, node: 0, gpus: vec![2, 3] }]);
+    let d = Scenario::default()
+        .node(4)
+        .running(1, 0, &[0, 1], None)
+        .queued(2, 2)
+        .run();
+    assert_eq!(
+        d,
+        vec![Decision::Start {
+            job: 2,
+            node: 0,
+            gpus: vec![2, 3]
+        }]
+    );
 }
 
 #[test]
@@ -95,7 +119,12 @@ fn priority_class_before_submit_order() {
 
 #[test]
 fn submit_order_within_a_class() {
-    let d = Scenario::default().node(2).queued(5, 1).queued(3, 1).queued(9, 1).run();
+    let d = Scenario::default()
+        .node(2)
+        .queued(5, 1)
+        .queued(3, 1)
+        .queued(9, 1)
+        .run();
     assert_eq!(started(&d), vec![3, 5]);
 }
 
@@ -107,27 +136,54 @@ fn best_fit_picks_the_tightest_node() {
         .running(1, 1, &[0, 1], None)
         .queued(2, 2)
         .run();
-    assert_eq!(d, vec![Decision::Start { job: 2, node: 1, gpus: vec![2, 3] }]);
+    assert_eq!(
+        d,
+        vec![Decision::Start {
+            job: 2,
+            node: 1,
+            gpus: vec![2, 3]
+        }]
+    );
 }
 
 #[test]
 fn dependency_waits_then_starts_then_fails() {
-    let waiting = Scenario::default().node(1).dep(1, DependencyState::Pending).queued_with(2, 0, |j| j.after = vec![1]).run();
+    let waiting = Scenario::default()
+        .node(1)
+        .dep(1, DependencyState::Pending)
+        .queued_with(2, 0, |j| j.after = vec![1])
+        .run();
     assert!(waiting.is_empty());
-    let ok = Scenario::default().node(1).dep(1, DependencyState::Succeeded).queued_with(2, 0, |j| j.after = vec![1]).run();
+    let ok = Scenario::default()
+        .node(1)
+        .dep(1, DependencyState::Succeeded)
+        .queued_with(2, 0, |j| j.after = vec![1])
+        .run();
     assert_eq!(started(&ok), vec![2]);
     let failed = Scenario::default()
         .node(1)
         .dep(1, DependencyState::Ended("failed".into()))
         .queued_with(2, 0, |j| j.after = vec![1])
         .run();
-    assert_eq!(failed, vec![Decision::Fail { job: 2, reason: "dependency job 1 failed".into() }]);
+    assert_eq!(
+        failed,
+        vec![Decision::Fail {
+            job: 2,
+            reason: "dependency job 1 failed".into()
+        }]
+    );
 }
 
 #[test]
 fn too_large_a_job_fails_with_the_largest_node() {
     let d = Scenario::default().node(4).node(2).queued(1, 9).run();
-    assert_eq!(d, vec![Decision::Fail { job: 1, reason: "job asks for 9 GPUs; the largest node has 4".into() }]);
+    assert_eq!(
+        d,
+        vec![Decision::Fail {
+            job: 1,
+            reason: "job asks for 9 GPUs; the largest node has 4".into()
+        }]
+    );
 }
 
 #[test]
@@ -139,20 +195,38 @@ fn drained_queue_starts_nothing() {
 
 #[test]
 fn slots_bound_cpu_only_jobs() {
-    let d = Scenario::default().node(0).slots(0, 2).queued(1, 0).queued(2, 0).queued(3, 0).run();
+    let d = Scenario::default()
+        .node(0)
+        .slots(0, 2)
+        .queued(1, 0)
+        .queued(2, 0)
+        .queued(3, 0)
+        .run();
     assert_eq!(started(&d), vec![1, 2]);
 }
 
 #[test]
 fn backfill_starts_a_short_job_that_ends_before_the_reservation() {
     // Job 1 holds 3 of 4 GPUs until t=1000; job 2 needs 4 and is reserved at 1000.
-    let base = || Scenario::default().node(4).running(1, 0, &[0, 1, 2], Some(1000)).queued(2, 4);
-    let short = base().queued_with(3, 1, |j| j.time_limit_ms = Some(500)).run();
+    let base = || {
+        Scenario::default()
+            .node(4)
+            .running(1, 0, &[0, 1, 2], Some(1000))
+            .queued(2, 4)
+    };
+    let short = base()
+        .queued_with(3, 1, |j| j.time_limit_ms = Some(500))
+        .run();
     assert_eq!(started(&short), vec![3]);
-    let long = base().queued_with(3, 1, |j| j.time_limit_ms = Some(5000)).run();
+    let long = base()
+        .queued_with(3, 1, |j| j.time_limit_ms = Some(5000))
+        .run();
     assert!(started(&long).is_empty(), "a long job would delay the head");
     let unlimited = base().queued(3, 1).run();
-    assert!(started(&unlimited).is_empty(), "a job without a limit could delay the head");
+    assert!(
+        started(&unlimited).is_empty(),
+        "a job without a limit could delay the head"
+    );
 }
 
 #[test]

@@ -10,11 +10,22 @@ pub struct CancelArgs {
 }
 
 pub async fn run(client: &Client, args: CancelArgs) -> CmdResult {
-    let ids = args.ids.iter().map(|s| parse_id(s)).collect::<Result<Vec<_>, _>>()?;
+    let ids = args
+        .ids
+        .iter()
+        .map(|s| parse_id(s))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut status = 0;
     for id in ids {
         match client.cancel(id).await {
-            Ok(job) => println!("job {id}: {}", if job.state.is_terminal() { job.state.to_string() } else { "stopping (SIGTERM sent)".into() }),
+            Ok(job) => println!(
+                "job {id}: {}",
+                if job.state.is_terminal() {
+                    job.state.to_string()
+                } else {
+                    "stopping (SIGTERM sent)".into()
+                }
+            ),
             Err(e) => {
                 let e = super::CliError::from(e);
                 eprintln!("gpuq: {}", e.message);

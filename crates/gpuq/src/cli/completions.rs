@@ -9,6 +9,11 @@ pub struct CompletionsArgs {
 }
 
 pub fn run(args: CompletionsArgs) -> CmdResult {
-    clap_complete::generate(args.shell, &mut Cli::command(), "gpuq", &mut std::io::stdout());
+    clap_complete::generate(
+        args.shell,
+        &mut Cli::command(),
+        "gpuq",
+        &mut std::io::stdout(),
+    );
     Ok(0)
 }

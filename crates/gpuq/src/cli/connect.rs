@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
     let home = home::resolve_home();
-    if let Some(url) = url {
+    if let Some(url) = url.filter(|u| !u.trim().is_empty()) {
         let token = home::read_token(&home).unwrap_or_default();
         return Ok(Client::new(&url, &token));
     }
@@ -46,15 +46,19 @@ async fn running_daemon(home: &std::path::Path) -> Option<Client> {
 }
 
 fn start_daemon(home: &std::path::Path) -> Result<(), CliError> {
-    std::fs::create_dir_all(home).map_err(|e| CliError::failure(format!("cannot create {}: {e}", home.display())))?;
+    std::fs::create_dir_all(home)
+        .map_err(|e| CliError::failure(format!("cannot create {}: {e}", home.display())))?;
     let log_path = home::daemon_log(home);
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&log_path)
         .map_err(|e| CliError::failure(format!("cannot open {}: {e}", log_path.display())))?;
-    let log_err = log.try_clone().map_err(|e| CliError::failure(e.to_string()))?;
-    let exe = std::env::current_exe().map_err(|e| CliError::failure(format!("cannot find the gpuq binary: {e}")))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| CliError::failure(e.to_string()))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::failure(format!("cannot find the gpuq binary: {e}")))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["server", "--gpus", "auto"])
         .env("GPUQ_HOME", home)
@@ -68,7 +72,14 @@ fn start_daemon(home: &std::path::Path) -> Result<(), CliError> {
             Ok(())
         });
     }
-    let child = cmd.spawn().map_err(|e| CliError::failure(format!("cannot start the gpuq daemon: {e}")))?;
-    eprintln!("gpuq: started a daemon for {} (pid {}, log {})", home.display(), child.id(), log_path.display());
+    let child = cmd
+        .spawn()
+        .map_err(|e| CliError::failure(format!("cannot start the gpuq daemon: {e}")))?;
+    eprintln!(
+        "gpuq: started a daemon for {} (pid {}, log {})",
+        home.display(),
+        child.id(),
+        log_path.display()
+    );
     Ok(())
 }

@@ -35,6 +35,9 @@ pub async fn run(client: &Client, args: GpusArgs) -> CmdResult {
             ]
         })
         .collect();
-    print_table(&["GPU", "MODEL", "MEMORY", "JOB", "USER", "NAME", "UUID"], &rows);
+    print_table(
+        &["GPU", "MODEL", "MEMORY", "JOB", "USER", "NAME", "UUID"],
+        &rows,
+    );
     Ok(0)
 }

@@ -22,7 +22,10 @@ pub async fn run(client: &Client, args: LogsArgs) -> CmdResult {
     let attempt = args.attempt.unwrap_or(job.job.attempt.max(1));
     if let Some(a) = args.attempt {
         if a == 0 || a > job.job.attempt {
-            return Err(CliError::usage(format!("job {id} has no attempt {a}; it has had {}", job.job.attempt)));
+            return Err(CliError::usage(format!(
+                "job {id} has no attempt {a}; it has had {}",
+                job.job.attempt
+            )));
         }
     }
     follow(client, id, attempt, args.follow && args.attempt.is_none()).await?;
@@ -31,13 +34,22 @@ pub async fn run(client: &Client, args: LogsArgs) -> CmdResult {
 
 /// Prints the log from `attempt` on. With `across_attempts`, moves on to later
 /// attempts and returns only when the job has ended.
-pub async fn follow(client: &Client, id: JobId, mut attempt: u32, across_attempts: bool) -> Result<(), CliError> {
+pub async fn follow(
+    client: &Client,
+    id: JobId,
+    mut attempt: u32,
+    across_attempts: bool,
+) -> Result<(), CliError> {
     let mut offset = 0u64;
     let mut out = std::io::stdout();
     loop {
-        let chunk = client.log(id, Some(attempt), offset, across_attempts).await?;
+        let chunk = client
+            .log(id, Some(attempt), offset, across_attempts)
+            .await?;
         if !chunk.data.is_empty() {
-            out.write_all(&chunk.data).and_then(|_| out.flush()).map_err(|e| CliError::failure(e.to_string()))?;
+            out.write_all(&chunk.data)
+                .and_then(|_| out.flush())
+                .map_err(|e| CliError::failure(e.to_string()))?;
         }
         offset = chunk.next_offset;
         if !across_attempts {

@@ -1,6 +1,8 @@
 //! `gpuq ls`: the queue and recent jobs.
 
-use super::output::{ago, colour_enabled, gpu_list, paint_state, print_json, print_table, shorten, span};
+use super::output::{
+    ago, colour_enabled, gpu_list, paint_state, print_json, print_table, shorten, span,
+};
 use super::{CliError, CmdResult};
 use crate::home::now_ms;
 use gpuq_api::Client;
@@ -23,8 +25,17 @@ pub struct LsArgs {
 
 pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
     let mut states = Vec::new();
-    for s in args.state.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
-        states.push(s.trim().parse::<JobState>().map_err(|e| CliError::usage(format!("--state: {e}")))?);
+    for s in args
+        .state
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|s| !s.is_empty())
+    {
+        states.push(
+            s.trim()
+                .parse::<JobState>()
+                .map_err(|e| CliError::usage(format!("--state: {e}")))?,
+        );
     }
     let limit = (!args.all).then_some(args.limit);
     let jobs = client.list(&states, limit).await?;
@@ -41,13 +52,21 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|j| {
-            let gpus = if j.gpus.is_empty() { j.gpus_requested.to_string() } else { format!("{} [{}]", j.gpus.len(), gpu_list(&j.gpus)) };
+            let gpus = if j.gpus.is_empty() {
+                j.gpus_requested.to_string()
+            } else {
+                format!("{} [{}]", j.gpus.len(), gpu_list(&j.gpus))
+            };
             let runtime = match (j.started_at, j.ended_at) {
                 (Some(s), Some(e)) => span(e - s),
                 (Some(s), None) if j.state == JobState::Running => span(now - s),
                 _ => String::new(),
             };
-            let note = j.reason.as_deref().map(|r| shorten(r, 40)).unwrap_or_default();
+            let note = j
+                .reason
+                .as_deref()
+                .map(|r| shorten(r, 40))
+                .unwrap_or_default();
             vec![
                 j.id.to_string(),
                 shorten(j.display_name(), 20),
@@ -62,6 +81,20 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
             ]
         })
         .collect();
-    print_table(&["ID", "NAME", "USER", "STATE", "GPUS", "PRIO", "SUBMITTED", "RUNTIME", "COMMAND", "REASON"], &rows);
+    print_table(
+        &[
+            "ID",
+            "NAME",
+            "USER",
+            "STATE",
+            "GPUS",
+            "PRIO",
+            "SUBMITTED",
+            "RUNTIME",
+            "COMMAND",
+            "REASON",
+        ],
+        &rows,
+    );
     Ok(0)
 }

@@ -17,7 +17,12 @@ use clap::{Parser, Subcommand};
 use gpuq_api::ApiError;
 
 #[derive(Parser, Debug)]
-#[command(name = "gpuq", version, about = "A shared, fault-tolerant GPU job queue", propagate_version = true)]
+#[command(
+    name = "gpuq",
+    version,
+    about = "A shared, fault-tolerant GPU job queue",
+    propagate_version = true
+)]
 pub struct Cli {
     /// Daemon address (default: the daemon of GPUQ_HOME, started if needed).
     #[arg(long, global = true, env = "GPUQ_URL")]
@@ -72,17 +77,30 @@ pub struct CliError {
 
 impl CliError {
     pub fn usage(message: impl Into<String>) -> Self {
-        Self { code: 2, message: message.into() }
+        Self {
+            code: 2,
+            message: message.into(),
+        }
     }
     pub fn failure(message: impl Into<String>) -> Self {
-        Self { code: 1, message: message.into() }
+        Self {
+            code: 1,
+            message: message.into(),
+        }
     }
 }
 
 impl From<ApiError> for CliError {
     fn from(e: ApiError) -> Self {
-        let code = if e.is_bad_input() || matches!(e, ApiError::Unreachable { .. }) { 2 } else { 1 };
-        Self { code, message: e.to_string() }
+        let code = if e.is_bad_input() || matches!(e, ApiError::Unreachable { .. }) {
+            2
+        } else {
+            1
+        };
+        Self {
+            code,
+            message: e.to_string(),
+        }
     }
 }
 
@@ -94,7 +112,10 @@ pub fn main(cli: Cli) -> i32 {
         Command::Server(args) => server(args),
         Command::Completions(args) => completions::run(args),
         other => {
-            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(r) => r,
                 Err(e) => return report(CliError::failure(format!("cannot start: {e}"))),
             };
@@ -128,17 +149,30 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
 }
 
 fn server(args: ServerArgs) -> CmdResult {
-    let gpus = args.gpus.parse().map_err(|e: gpuq_gpu::GpuSourceError| CliError::usage(e.to_string()))?;
+    let gpus = args
+        .gpus
+        .parse()
+        .map_err(|e: gpuq_gpu::GpuSourceError| CliError::usage(e.to_string()))?;
     init_logging();
-    let opts = crate::server::ServerOptions { listen: args.listen, gpus, slots: args.slots, home: crate::home::resolve_home() };
+    let opts = crate::server::ServerOptions {
+        listen: args.listen,
+        gpus,
+        slots: args.slots,
+        home: crate::home::resolve_home(),
+    };
     crate::server::run(opts).map_err(|e| CliError::failure(format!("{e:#}")))?;
     Ok(0)
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GPUQ_LOG").unwrap_or_else(|_| "info".into());
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("GPUQ_LOG").unwrap_or_else(|_| "info".into());
     use std::io::IsTerminal;
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_ansi(std::io::stderr().is_terminal()).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }
 
 /// The exit status a job's end maps to: its exit code, 128+signal, or 1.
@@ -156,5 +190,9 @@ pub fn job_exit_status(job: &gpuq_core::Job) -> i32 {
 
 /// Parses a job id argument.
 pub fn parse_id(s: &str) -> Result<gpuq_core::JobId, CliError> {
-    s.parse().map_err(|_| CliError::usage(format!("{s:?} is not a job id; ids are numbers (see gpuq ls)")))
+    s.parse().map_err(|_| {
+        CliError::usage(format!(
+            "{s:?} is not a job id; ids are numbers (see gpuq ls)"
+        ))
+    })
 }

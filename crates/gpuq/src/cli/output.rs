@@ -79,11 +79,17 @@ pub fn span(ms: i64) -> String {
 }
 
 pub fn gpu_list(gpus: &[u32]) -> String {
-    gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    gpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 pub fn print_json<T: serde::Serialize>(value: &T) {
-    println!("{}", serde_json::to_string_pretty(value).expect("API types serialize"));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("API types serialize")
+    );
 }
 
 /// Cuts text to `max` characters with an ellipsis.
@@ -111,6 +117,9 @@ mod tests {
 
     #[test]
     fn colour_codes_do_not_count_as_width() {
-        assert_eq!(visible_width(&paint_state(JobState::Running, true)), "running".len());
+        assert_eq!(
+            visible_width(&paint_state(JobState::Running, true)),
+            "running".len()
+        );
     }
 }

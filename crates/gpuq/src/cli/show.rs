@@ -22,21 +22,71 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     let j = &detail.job;
     let now = now_ms();
     let row = |k: &str, v: String| println!("{k:<12} {v}");
-    row("job", format!("{}{}", j.id, j.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()));
-    row("state", paint_state(j.state, colour_enabled()) + &j.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default());
-    row("user", j.user.clone() + &j.project.as_ref().map(|p| format!("  project {p}")).unwrap_or_default());
+    row(
+        "job",
+        format!(
+            "{}{}",
+            j.id,
+            j.name
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ),
+    );
+    row(
+        "state",
+        paint_state(j.state, colour_enabled())
+            + &j.reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default(),
+    );
+    row(
+        "user",
+        j.user.clone()
+            + &j.project
+                .as_ref()
+                .map(|p| format!("  project {p}"))
+                .unwrap_or_default(),
+    );
     row("command", j.command.clone());
     row("cwd", j.cwd.clone());
-    row("gpus", format!("{} requested{}", j.gpus_requested, if j.gpus.is_empty() { String::new() } else { format!(", got [{}] on {}", gpu_list(&j.gpus), j.node.as_deref().unwrap_or("?")) }));
+    row(
+        "gpus",
+        format!(
+            "{} requested{}",
+            j.gpus_requested,
+            if j.gpus.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", got [{}] on {}",
+                    gpu_list(&j.gpus),
+                    j.node.as_deref().unwrap_or("?")
+                )
+            }
+        ),
+    );
     row("priority", j.priority.to_string());
     let limits = [
         j.spec.time_limit.map(|t| format!("time limit {t}")),
         Some(format!("retries {}", j.spec.retries)),
         j.spec.grace.map(|g| format!("grace {g}")),
     ];
-    row("policy", limits.into_iter().flatten().collect::<Vec<_>>().join(", "));
+    row(
+        "policy",
+        limits.into_iter().flatten().collect::<Vec<_>>().join(", "),
+    );
     if !j.spec.after.is_empty() {
-        row("after", j.spec.after.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "));
+        row(
+            "after",
+            j.spec
+                .after
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
     }
     row("submitted", ago(j.submitted_at, now));
     if let Some(code) = j.exit_code {
@@ -45,8 +95,18 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     if !detail.attempts.is_empty() {
         println!("attempts:");
         for a in &detail.attempts {
-            let took = a.ended_at.map(|e| span(e - a.started_at)).unwrap_or_else(|| format!("running for {}", span(now - a.started_at)));
-            println!("  #{:<3} gpus [{}]  started {}  {}  {}", a.attempt, gpu_list(&a.gpus), ago(a.started_at, now), took, a.reason.as_deref().unwrap_or(""));
+            let took = a
+                .ended_at
+                .map(|e| span(e - a.started_at))
+                .unwrap_or_else(|| format!("running for {}", span(now - a.started_at)));
+            println!(
+                "  #{:<3} gpus [{}]  started {}  {}  {}",
+                a.attempt,
+                gpu_list(&a.gpus),
+                ago(a.started_at, now),
+                took,
+                a.reason.as_deref().unwrap_or("")
+            );
         }
     }
     println!("history:");

@@ -43,7 +43,11 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub json: bool,
     /// A spec file (job.yaml), or the command after `--`.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "SPEC.yaml | -- CMD ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "SPEC.yaml | -- CMD ARGS"
+    )]
     command: Vec<String>,
 }
 
@@ -51,8 +55,13 @@ impl SubmitArgs {
     /// The spec: from the file if one is given, with flags on top.
     pub fn to_spec(&self) -> Result<JobSpec, CliError> {
         let mut spec = match self.command.as_slice() {
-            [one] if spec_file::looks_like_spec(one) => spec_file::load(std::path::Path::new(one)).map_err(CliError::usage)?,
-            argv => JobSpec { command: (!argv.is_empty()).then(|| argv.to_vec()), ..Default::default() },
+            [one] if spec_file::looks_like_spec(one) => {
+                spec_file::load(std::path::Path::new(one)).map_err(CliError::usage)?
+            }
+            argv => JobSpec {
+                command: (!argv.is_empty()).then(|| argv.to_vec()),
+                ..Default::default()
+            },
         };
         if let Some(g) = self.gpus {
             spec.gpus = g;
@@ -61,7 +70,9 @@ impl SubmitArgs {
             spec.name = Some(n.clone());
         }
         if let Some(p) = &self.priority {
-            spec.priority = p.parse::<Priority>().map_err(|e| CliError::usage(format!("--{e}")))?;
+            spec.priority = p
+                .parse::<Priority>()
+                .map_err(|e| CliError::usage(format!("--{e}")))?;
         }
         if let Some(r) = self.retries {
             spec.retries = r;
@@ -82,29 +93,43 @@ impl SubmitArgs {
             spec.env.insert(k.to_string(), v.to_string());
         }
         if let Some(c) = &self.cwd {
-            let abs = std::path::absolute(c).map_err(|e| CliError::usage(format!("--cwd {c:?}: {e}")))?;
+            let abs =
+                std::path::absolute(c).map_err(|e| CliError::usage(format!("--cwd {c:?}: {e}")))?;
             spec.cwd = Some(abs.to_string_lossy().into_owned());
         }
         spec.after.extend(self.after.iter().copied());
         spec.preemptible |= self.preemptible;
-        spec.validate().map_err(|e| CliError::usage(e.to_string()))?;
+        spec.validate()
+            .map_err(|e| CliError::usage(e.to_string()))?;
         Ok(spec)
     }
 }
 
 fn parse_duration(flag: &str, text: &str) -> Result<DurationSpec, CliError> {
-    text.parse().map_err(|e| CliError::usage(format!("{flag}: {e}")))
+    text.parse()
+        .map_err(|e| CliError::usage(format!("{flag}: {e}")))
 }
 
 /// Builds the request with the submitter's context and sends it.
 pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError> {
     let spec = args.to_spec()?;
     let cwd = std::env::current_dir()
-        .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}; pass --cwd")))?
+        .map_err(|e| {
+            CliError::usage(format!(
+                "cannot read the current directory: {e}; pass --cwd"
+            ))
+        })?
         .to_string_lossy()
         .into_owned();
-    let env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| !k.starts_with("GPUQ_")).collect();
-    let req = SubmitRequest { spec, cwd, env, user: crate::home::current_user() };
+    let env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| !k.starts_with("GPUQ_"))
+        .collect();
+    let req = SubmitRequest {
+        spec,
+        cwd,
+        env,
+        user: crate::home::current_user(),
+    };
     Ok(client.submit(&req).await?)
 }
 

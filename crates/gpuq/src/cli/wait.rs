@@ -12,7 +12,11 @@ pub struct WaitArgs {
 }
 
 pub async fn run(client: &Client, args: WaitArgs) -> CmdResult {
-    let ids = args.ids.iter().map(|s| parse_id(s)).collect::<Result<Vec<_>, _>>()?;
+    let ids = args
+        .ids
+        .iter()
+        .map(|s| parse_id(s))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut jobs = Vec::new();
     for id in &ids {
         let job = loop {
@@ -27,7 +31,15 @@ pub async fn run(client: &Client, args: WaitArgs) -> CmdResult {
         super::output::print_json(&jobs);
     } else {
         for j in &jobs {
-            println!("job {}: {}{}", j.id, j.state, j.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default());
+            println!(
+                "job {}: {}{}",
+                j.id,
+                j.state,
+                j.reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            );
         }
     }
     Ok(match jobs.as_slice() {

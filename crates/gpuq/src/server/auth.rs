@@ -6,7 +6,11 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
 
-pub async fn require_token(State(ctx): State<AppState>, req: Request, next: Next) -> Result<Response, ApiError> {
+pub async fn require_token(
+    State(ctx): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
     let presented = req
         .headers()
         .get(axum::http::header::AUTHORIZATION)

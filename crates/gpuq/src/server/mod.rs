@@ -43,25 +43,43 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/log", get(routes::log))
         .route("/v1/gpus", get(routes::gpus))
         .route("/openapi.json", get(routes::openapi))
-        .layer(axum::middleware::from_fn_with_state(ctx.clone(), auth::require_token));
-    Router::new().route("/health", get(routes::health)).merge(api).with_state(ctx)
+        .layer(axum::middleware::from_fn_with_state(
+            ctx.clone(),
+            auth::require_token,
+        ));
+    Router::new()
+        .route("/health", get(routes::health))
+        .merge(api)
+        .with_state(ctx)
 }
 
 pub fn run(opts: ServerOptions) -> Result<()> {
-    std::fs::create_dir_all(&opts.home).with_context(|| format!("cannot create GPUQ_HOME {}", opts.home.display()))?;
+    std::fs::create_dir_all(&opts.home)
+        .with_context(|| format!("cannot create GPUQ_HOME {}", opts.home.display()))?;
     let _lock = lock_home(&opts.home)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(serve(opts))
 }
 
 /// One daemon per home: an exclusive lock held for the daemon's life.
 fn lock_home(home: &std::path::Path) -> Result<std::fs::File> {
     let path = home.join("daemon.lock");
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
     // SAFETY: flock on a file descriptor we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let pid = DaemonFile::read(home).map(|d| format!(" (pid {})", d.pid)).unwrap_or_default();
-        bail!("another gpuq daemon already serves {}{pid}; stop it first or use another GPUQ_HOME", home.display());
+        let pid = DaemonFile::read(home)
+            .map(|d| format!(" (pid {})", d.pid))
+            .unwrap_or_default();
+        bail!(
+            "another gpuq daemon already serves {}{pid}; stop it first or use another GPUQ_HOME",
+            home.display()
+        );
     }
     Ok(file)
 }
@@ -74,7 +92,9 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     tracing::info!("{}", discovery.summary);
 
     let explicit = opts.listen.is_some();
-    let addr = opts.listen.unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default address"));
+    let addr = opts
+        .listen
+        .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default address"));
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
         // A client-started daemon must not fail because another home's daemon has the default port.
@@ -104,12 +124,27 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         home: home.display().to_string(),
         pid: std::process::id(),
     };
-    let ctx = Arc::new(AppContext { service, token, info });
-    let daemon_file = DaemonFile { url: url.clone(), pid: std::process::id() };
-    gpuq_exec::layout::write_atomically(&home::daemon_file(&home), &serde_json::to_vec(&daemon_file)?)?;
-    tracing::info!("gpuq daemon listening on {url} (home {}, {slots} job slots)", home.display());
+    let ctx = Arc::new(AppContext {
+        service,
+        token,
+        info,
+    });
+    let daemon_file = DaemonFile {
+        url: url.clone(),
+        pid: std::process::id(),
+    };
+    gpuq_exec::layout::write_atomically(
+        &home::daemon_file(&home),
+        &serde_json::to_vec(&daemon_file)?,
+    )?;
+    tracing::info!(
+        "gpuq daemon listening on {url} (home {}, {slots} job slots)",
+        home.display()
+    );
 
-    axum::serve(listener, router(ctx)).with_graceful_shutdown(shutdown_signal()).await?;
+    axum::serve(listener, router(ctx))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
     let _ = std::fs::remove_file(home::daemon_file(&home));
     tracing::info!("gpuq daemon stopped; running jobs continue under their supervisors");
     Ok(())
@@ -126,7 +161,9 @@ async fn shutdown_signal() {
 
 /// Concurrent jobs per node: GPU jobs are bounded by GPUs; this bounds CPU-only ones.
 fn default_slots() -> u32 {
-    let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
     (cores * 4).max(8)
 }
 

@@ -1,13 +1,16 @@
 //! HTTP handlers: one small function per endpoint, each a thin shell over the service.
 
 use super::service::{Service, ServiceError};
-use gpuq_api::{ErrorBody, JobDetail, ServerInfo, SubmitRequest, HEADER_LOG_ATTEMPT, HEADER_LOG_COMPLETE, HEADER_LOG_OFFSET};
-use gpuq_core::{JobId, JobState};
-use gpuq_store::{ListFilter, StoreError};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use gpuq_api::{
+    ErrorBody, JobDetail, ServerInfo, SubmitRequest, HEADER_LOG_ATTEMPT, HEADER_LOG_COMPLETE,
+    HEADER_LOG_OFFSET,
+};
+use gpuq_core::{JobId, JobState};
+use gpuq_store::{ListFilter, StoreError};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +30,13 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, error: impl Into<String>) -> Self {
-        Self { status, body: ErrorBody { error: error.into(), field: None } }
+        Self {
+            status,
+            body: ErrorBody {
+                error: error.into(),
+                field: None,
+            },
+        }
     }
 }
 
@@ -42,11 +51,16 @@ impl From<ServiceError> for ApiError {
         match e {
             ServiceError::BadSpec(s) => Self {
                 status: StatusCode::BAD_REQUEST,
-                body: ErrorBody { error: s.to_string(), field: Some(s.field) },
+                body: ErrorBody {
+                    error: s.to_string(),
+                    field: Some(s.field),
+                },
             },
             ServiceError::NoSuchJob(_) => Self::new(StatusCode::NOT_FOUND, e.to_string()),
             ServiceError::Conflict(_) => Self::new(StatusCode::CONFLICT, e.to_string()),
-            ServiceError::Store(StoreError::DiskFull) => Self::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
+            ServiceError::Store(StoreError::DiskFull) => {
+                Self::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
+            }
             ServiceError::Store(_) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
@@ -66,7 +80,10 @@ pub async fn info(State(ctx): State<AppState>) -> Json<ServerInfo> {
     Json(ctx.info.clone())
 }
 
-pub async fn submit(State(ctx): State<AppState>, Json(req): Json<SubmitRequest>) -> ApiResult<(StatusCode, Json<gpuq_core::Job>)> {
+pub async fn submit(
+    State(ctx): State<AppState>,
+    Json(req): Json<SubmitRequest>,
+) -> ApiResult<(StatusCode, Json<gpuq_core::Job>)> {
     Ok((StatusCode::CREATED, Json(ctx.service.submit(req)?)))
 }
 
@@ -77,22 +94,48 @@ pub struct ListQuery {
     limit: Option<u32>,
 }
 
-pub async fn list(State(ctx): State<AppState>, Query(q): Query<ListQuery>) -> ApiResult<Json<Vec<gpuq_core::Job>>> {
+pub async fn list(
+    State(ctx): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Vec<gpuq_core::Job>>> {
     let mut states = Vec::new();
-    for s in q.state.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
-        states.push(s.parse::<JobState>().map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?);
+    for s in q
+        .state
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|s| !s.is_empty())
+    {
+        states.push(
+            s.parse::<JobState>()
+                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?,
+        );
     }
-    let filter = ListFilter { states, limit: q.limit };
+    let filter = ListFilter {
+        states,
+        limit: q.limit,
+    };
     Ok(Json(ctx.service.with_store(|s| s.list(&filter))?))
 }
 
-pub async fn show(State(ctx): State<AppState>, Path(id): Path<JobId>) -> ApiResult<Json<JobDetail>> {
+pub async fn show(
+    State(ctx): State<AppState>,
+    Path(id): Path<JobId>,
+) -> ApiResult<Json<JobDetail>> {
     let job = ctx.service.job(id)?;
-    let (attempts, events) = ctx.service.with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;
-    Ok(Json(JobDetail { job, attempts, events }))
+    let (attempts, events) = ctx
+        .service
+        .with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;
+    Ok(Json(JobDetail {
+        job,
+        attempts,
+        events,
+    }))
 }
 
-pub async fn cancel(State(ctx): State<AppState>, Path(id): Path<JobId>) -> ApiResult<Json<gpuq_core::Job>> {
+pub async fn cancel(
+    State(ctx): State<AppState>,
+    Path(id): Path<JobId>,
+) -> ApiResult<Json<gpuq_core::Job>> {
     Ok(Json(ctx.service.cancel(id)?))
 }
 
@@ -102,8 +145,13 @@ pub struct WaitQuery {
     timeout: Option<u64>,
 }
 
-pub async fn wait(State(ctx): State<AppState>, Path(id): Path<JobId>, Query(q): Query<WaitQuery>) -> ApiResult<Json<gpuq_core::Job>> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(q.timeout.unwrap_or(30).min(300));
+pub async fn wait(
+    State(ctx): State<AppState>,
+    Path(id): Path<JobId>,
+    Query(q): Query<WaitQuery>,
+) -> ApiResult<Json<gpuq_core::Job>> {
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_secs(q.timeout.unwrap_or(30).min(300));
     let mut changes = ctx.service.subscribe();
     loop {
         changes.borrow_and_update();
@@ -111,7 +159,10 @@ pub async fn wait(State(ctx): State<AppState>, Path(id): Path<JobId>, Query(q): 
         if job.state.is_terminal() {
             return Ok(Json(job));
         }
-        if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+        if tokio::time::timeout_at(deadline, changes.changed())
+            .await
+            .is_err()
+        {
             return Ok(Json(job));
         }
     }
@@ -133,7 +184,11 @@ const FOLLOW_HOLD: Duration = Duration::from_secs(20);
 /// The job writes its log directly; a held follow request looks at the file this often.
 const FOLLOW_CHECK: Duration = Duration::from_millis(50);
 
-pub async fn log(State(ctx): State<AppState>, Path(id): Path<JobId>, Query(q): Query<LogQuery>) -> ApiResult<Response> {
+pub async fn log(
+    State(ctx): State<AppState>,
+    Path(id): Path<JobId>,
+    Query(q): Query<LogQuery>,
+) -> ApiResult<Response> {
     let deadline = tokio::time::Instant::now() + FOLLOW_HOLD;
     let mut changes = ctx.service.subscribe();
     loop {
@@ -142,8 +197,13 @@ pub async fn log(State(ctx): State<AppState>, Path(id): Path<JobId>, Query(q): Q
         let job = ctx.service.job(id)?;
         let attempt = q.attempt.unwrap_or(job.attempt);
         if attempt > job.attempt || (attempt == 0 && job.attempt == 0) {
-            if q.attempt.is_some() && !(job.state == JobState::Queued || job.state == JobState::Running) {
-                return Err(ApiError::new(StatusCode::NOT_FOUND, format!("job {id} has no attempt {attempt}")));
+            if q.attempt.is_some()
+                && !(job.state == JobState::Queued || job.state == JobState::Running)
+            {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("job {id} has no attempt {attempt}"),
+                ));
             }
             // Not started yet.
             if job.state.is_terminal() {
@@ -172,7 +232,9 @@ pub async fn log(State(ctx): State<AppState>, Path(id): Path<JobId>, Query(q): Q
 
 async fn read_from(path: &std::path::Path, offset: u64) -> Vec<u8> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let Ok(mut f) = tokio::fs::File::open(path).await else { return Vec::new() };
+    let Ok(mut f) = tokio::fs::File::open(path).await else {
+        return Vec::new();
+    };
     if f.seek(std::io::SeekFrom::Start(offset)).await.is_err() {
         return Vec::new();
     }
@@ -183,10 +245,16 @@ async fn read_from(path: &std::path::Path, offset: u64) -> Vec<u8> {
 
 fn log_response(data: Vec<u8>, next: u64, attempt: u32, complete: bool) -> Response {
     let mut headers = HeaderMap::new();
-    headers.insert("content-type", HeaderValue::from_static("application/octet-stream"));
+    headers.insert(
+        "content-type",
+        HeaderValue::from_static("application/octet-stream"),
+    );
     headers.insert(HEADER_LOG_OFFSET, HeaderValue::from(next));
     headers.insert(HEADER_LOG_ATTEMPT, HeaderValue::from(attempt));
-    headers.insert(HEADER_LOG_COMPLETE, HeaderValue::from_static(if complete { "true" } else { "false" }));
+    headers.insert(
+        HEADER_LOG_COMPLETE,
+        HeaderValue::from_static(if complete { "true" } else { "false" }),
+    );
     (headers, data).into_response()
 }
 

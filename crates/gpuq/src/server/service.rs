@@ -9,8 +9,8 @@ use crate::home::now_ms;
 use gpuq_api::{GpuStatus, SubmitRequest};
 use gpuq_core::scheduler::QueueKey;
 use gpuq_core::{
-    schedule, Decision, DependencyState, Job, JobId, JobSpec, JobState, Millis, Node, PendingJob, RunningJob,
-    ScheduleInput, SpecError,
+    schedule, Decision, DependencyState, Job, JobId, JobSpec, JobState, Millis, Node, PendingJob,
+    RunningJob, ScheduleInput, SpecError,
 };
 use gpuq_exec::{ExitRecord, LaunchRequest, LocalExecutor};
 use gpuq_gpu::GpuInfo;
@@ -79,14 +79,26 @@ impl Service {
     ) -> Result<Arc<Self>, StoreError> {
         let states: HashMap<JobId, JobState> = store.all_states()?.into_iter().collect();
         let mut pending = BTreeMap::new();
-        for job in store.list(&gpuq_store::ListFilter { states: vec![JobState::Queued], limit: None })? {
+        for job in store.list(&gpuq_store::ListFilter {
+            states: vec![JobState::Queued],
+            limit: None,
+        })? {
             let p = pending_of(&job);
             pending.insert(p.queue_key(), p);
         }
-        let nodes = vec![Node { name: node_name, gpus: gpus.iter().map(|g| g.index).collect(), slots }];
+        let nodes = vec![Node {
+            name: node_name,
+            gpus: gpus.iter().map(|g| g.index).collect(),
+            slots,
+        }];
         let (changed, _) = watch::channel(0);
         Ok(Arc::new(Self {
-            inner: Mutex::new(Inner { store, pending, running: HashMap::new(), states }),
+            inner: Mutex::new(Inner {
+                store,
+                pending,
+                running: HashMap::new(),
+                states,
+            }),
             changed,
             wake_scheduler: Notify::new(),
             executor,
@@ -113,7 +125,11 @@ impl Service {
     }
 
     fn largest_node_gpus(&self) -> u32 {
-        self.nodes.iter().map(|n| n.gpus.len() as u32).max().unwrap_or(0)
+        self.nodes
+            .iter()
+            .map(|n| n.gpus.len() as u32)
+            .max()
+            .unwrap_or(0)
     }
 
     pub fn submit(&self, req: SubmitRequest) -> Result<Job, ServiceError> {
@@ -121,15 +137,28 @@ impl Service {
         spec.validate()?;
         let largest = self.largest_node_gpus();
         if spec.gpus > largest {
-            return Err(SpecError::new("gpus", format!("job asks for {} GPUs; the largest node has {largest}", spec.gpus)).into());
+            return Err(SpecError::new(
+                "gpus",
+                format!(
+                    "job asks for {} GPUs; the largest node has {largest}",
+                    spec.gpus
+                ),
+            )
+            .into());
         }
         let cwd = spec.cwd.clone().unwrap_or(req.cwd);
         if !std::path::Path::new(&cwd).is_dir() {
-            return Err(SpecError::new("cwd", format!("{cwd} is not a directory on this node")).into());
+            return Err(
+                SpecError::new("cwd", format!("{cwd} is not a directory on this node")).into(),
+            );
         }
         let mut env = req.env;
         env.extend(spec.env.clone());
-        let user = if req.user.trim().is_empty() { crate::home::current_user() } else { req.user };
+        let user = if req.user.trim().is_empty() {
+            crate::home::current_user()
+        } else {
+            req.user
+        };
         let now = now_ms();
         let job = {
             let mut inner = self.lock();
@@ -138,7 +167,15 @@ impl Service {
                     return Err(SpecError::new("after", format!("job {dep} does not exist")).into());
                 }
             }
-            let job = inner.store.submit(&NewJob { spec, user, cwd, env }, now)?;
+            let job = inner.store.submit(
+                &NewJob {
+                    spec,
+                    user,
+                    cwd,
+                    env,
+                },
+                now,
+            )?;
             let p = pending_of(&job);
             inner.pending.insert(p.queue_key(), p);
             inner.states.insert(job.id, JobState::Queued);
@@ -150,10 +187,16 @@ impl Service {
     }
 
     pub fn job(&self, id: JobId) -> Result<Job, ServiceError> {
-        self.lock().store.job(id)?.ok_or(ServiceError::NoSuchJob(id))
+        self.lock()
+            .store
+            .job(id)?
+            .ok_or(ServiceError::NoSuchJob(id))
     }
 
-    pub fn with_store<T>(&self, f: impl FnOnce(&Store) -> Result<T, StoreError>) -> Result<T, ServiceError> {
+    pub fn with_store<T>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError>,
+    ) -> Result<T, ServiceError> {
         Ok(f(&self.lock().store)?)
     }
 
@@ -163,7 +206,9 @@ impl Service {
         let state = *inner.states.get(&id).ok_or(ServiceError::NoSuchJob(id))?;
         match state {
             JobState::Queued | JobState::Preempted => {
-                inner.store.end_queued(&[(id, JobState::Cancelled, "cancelled".into())], now)?;
+                inner
+                    .store
+                    .end_queued(&[(id, JobState::Cancelled, "cancelled".into())], now)?;
                 inner.pending.retain(|_, p| p.id != id);
                 inner.states.insert(id, JobState::Cancelled);
                 drop(inner);
@@ -173,14 +218,23 @@ impl Service {
             JobState::Running => {
                 let already = inner.running.get(&id).is_some_and(|r| r.stop.is_some());
                 if !already {
-                    inner.store.record_event(id, "cancel_requested", "SIGTERM sent to the process group", now)?;
+                    inner.store.record_event(
+                        id,
+                        "cancel_requested",
+                        "SIGTERM sent to the process group",
+                        now,
+                    )?;
                     drop(inner);
                     self.stop(id, StopCause::Cancel);
                 } else {
                     drop(inner);
                 }
             }
-            ended => return Err(ServiceError::Conflict(format!("job {id} already ended ({ended}); nothing to cancel"))),
+            ended => {
+                return Err(ServiceError::Conflict(format!(
+                    "job {id} already ended ({ended}); nothing to cancel"
+                )))
+            }
         }
         self.job(id)
     }
@@ -189,7 +243,9 @@ impl Service {
     fn stop(self: &Arc<Self>, id: JobId, cause: StopCause) {
         let (attempt, grace) = {
             let mut inner = self.lock();
-            let Some(run) = inner.running.get_mut(&id) else { return };
+            let Some(run) = inner.running.get_mut(&id) else {
+                return;
+            };
             if run.stop.is_some() {
                 return;
             }
@@ -210,7 +266,12 @@ impl Service {
             // The supervisor writes the process group id right after the spawn; a stop
             // decided in that instant waits for it.
             for _ in 0..100 {
-                if this.executor.signal(id, attempt, libc::SIGTERM).unwrap_or(false) || !this.is_running(id, attempt) {
+                if this
+                    .executor
+                    .signal(id, attempt, libc::SIGTERM)
+                    .unwrap_or(false)
+                    || !this.is_running(id, attempt)
+                {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -223,14 +284,21 @@ impl Service {
     }
 
     fn is_running(&self, id: JobId, attempt: u32) -> bool {
-        self.lock().running.get(&id).is_some_and(|r| r.attempt == attempt)
+        self.lock()
+            .running
+            .get(&id)
+            .is_some_and(|r| r.attempt == attempt)
     }
 
     pub fn gpu_status(&self) -> Result<Vec<GpuStatus>, ServiceError> {
         let inner = self.lock();
         let mut out = Vec::new();
         for g in &self.gpus {
-            let holder = inner.running.iter().find(|(_, r)| r.node == 0 && r.gpus.contains(&g.index)).map(|(id, _)| *id);
+            let holder = inner
+                .running
+                .iter()
+                .find(|(_, r)| r.node == 0 && r.gpus.contains(&g.index))
+                .map(|(id, _)| *id);
             let job = holder.map(|id| inner.store.job(id)).transpose()?.flatten();
             out.push(GpuStatus {
                 node: self.nodes[0].name.clone(),
@@ -267,7 +335,12 @@ impl Service {
             let running: Vec<RunningJob> = inner
                 .running
                 .iter()
-                .map(|(id, r)| RunningJob { id: *id, node: r.node, gpus: r.gpus.clone(), ends_by: r.ends_by })
+                .map(|(id, r)| RunningJob {
+                    id: *id,
+                    node: r.node,
+                    gpus: r.gpus.clone(),
+                    ends_by: r.ends_by,
+                })
                 .collect();
             let states = &inner.states;
             let lookup = |dep: JobId| match states.get(&dep) {
@@ -276,7 +349,13 @@ impl Service {
                 Some(s) if s.is_terminal() => DependencyState::Ended(s.to_string()),
                 Some(_) => DependencyState::Pending,
             };
-            let input = ScheduleInput { now, nodes: &self.nodes, running: &running, dependency: &lookup, drained: false };
+            let input = ScheduleInput {
+                now,
+                nodes: &self.nodes,
+                running: &running,
+                dependency: &lookup,
+                drained: false,
+            };
             let decisions = schedule(&input, inner.pending.values());
             if decisions.is_empty() {
                 return false;
@@ -285,7 +364,11 @@ impl Service {
             let mut fails = Vec::new();
             for d in decisions {
                 match d {
-                    Decision::Start { job, node, gpus } => starts.push(StartRecord { job, node: self.nodes[node].name.clone(), gpus }),
+                    Decision::Start { job, node, gpus } => starts.push(StartRecord {
+                        job,
+                        node: self.nodes[node].name.clone(),
+                        gpus,
+                    }),
                     Decision::Fail { job, reason } => fails.push((job, JobState::Failed, reason)),
                 }
             }
@@ -306,13 +389,26 @@ impl Service {
             }
             let mut launches = Vec::with_capacity(starts.len());
             for (start, attempt) in starts.into_iter().zip(attempts) {
-                let key = inner.pending.iter().find(|(_, p)| p.id == start.job).map(|(k, _)| *k);
-                let Some(p) = key.and_then(|k| inner.pending.remove(&k)) else { continue };
+                let key = inner
+                    .pending
+                    .iter()
+                    .find(|(_, p)| p.id == start.job)
+                    .map(|(k, _)| *k);
+                let Some(p) = key.and_then(|k| inner.pending.remove(&k)) else {
+                    continue;
+                };
                 let ends_by = p.time_limit_ms.map(|t| now + t as i64);
                 inner.states.insert(start.job, JobState::Running);
                 inner.running.insert(
                     start.job,
-                    RunningAttempt { attempt, node: 0, gpus: start.gpus.clone(), ends_by, retries: 0, stop: None },
+                    RunningAttempt {
+                        attempt,
+                        node: 0,
+                        gpus: start.gpus.clone(),
+                        ends_by,
+                        retries: 0,
+                        stop: None,
+                    },
                 );
                 launches.push((start.job, attempt, start.gpus, p.time_limit_ms));
             }
@@ -329,21 +425,43 @@ impl Service {
         let prepared = {
             let mut inner = self.lock();
             let info = inner.store.launch_info(id);
-            let retries = inner.store.job(id).ok().flatten().map(|j| j.spec.retries).unwrap_or(0);
+            let retries = inner
+                .store
+                .job(id)
+                .ok()
+                .flatten()
+                .map(|j| j.spec.retries)
+                .unwrap_or(0);
             if let Some(r) = inner.running.get_mut(&id) {
                 r.retries = retries;
             }
             info.map_err(|e| e.to_string()).and_then(|info| {
-                let req = LaunchRequest { job: id, attempt, gpus, argv: &info.argv, cwd: &info.cwd, env: &info.env };
+                let req = LaunchRequest {
+                    job: id,
+                    attempt,
+                    gpus,
+                    argv: &info.argv,
+                    cwd: &info.cwd,
+                    env: &info.env,
+                };
                 self.executor.prepare(&req).map_err(|e| e.to_string())
             })
         };
-        let child = prepared.and_then(|cmd| tokio::process::Command::from(cmd).spawn().map_err(|e| e.to_string()));
+        let child = prepared.and_then(|cmd| {
+            tokio::process::Command::from(cmd)
+                .spawn()
+                .map_err(|e| e.to_string())
+        });
         let mut child = match child {
             Ok(c) => c,
             Err(why) => {
                 tracing::warn!("job {id} attempt {attempt} could not start: {why}");
-                let record = ExitRecord { exit_code: None, signal: None, spawn_error: Some(why), ended_at_ms: now_ms() };
+                let record = ExitRecord {
+                    exit_code: None,
+                    signal: None,
+                    spawn_error: Some(why),
+                    ended_at_ms: now_ms(),
+                };
                 self.attempt_ended(id, attempt, Some(record));
                 return;
             }
@@ -354,7 +472,12 @@ impl Service {
                 tokio::time::sleep(Duration::from_millis(limit)).await;
                 if this.is_running(id, attempt) {
                     let text = gpuq_core::DurationSpec::from_millis(limit).to_string();
-                    let _ = this.lock().store.record_event(id, "time_limit", &format!("time limit {text} reached"), now_ms());
+                    let _ = this.lock().store.record_event(
+                        id,
+                        "time_limit",
+                        &format!("time limit {text} reached"),
+                        now_ms(),
+                    );
                     this.stop(id, StopCause::TimeLimit(text));
                 }
             });
@@ -372,23 +495,40 @@ impl Service {
         let now = now_ms();
         {
             let mut inner = self.lock();
-            let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else { return };
+            let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else {
+                return;
+            };
             let stop = run.stop.clone();
             let retries = run.retries;
             let (exit_code, signal, how) = match &record {
                 Some(r) => (r.exit_code, r.signal, r.describe()),
-                None => (None, None, "the supervisor vanished without recording an exit status".to_string()),
+                None => (
+                    None,
+                    None,
+                    "the supervisor vanished without recording an exit status".to_string(),
+                ),
             };
             let (next_state, reason) = match (&stop, exit_code) {
                 (Some(StopCause::Cancel), _) => (JobState::Cancelled, format!("cancelled ({how})")),
-                (Some(StopCause::TimeLimit(limit)), _) => (JobState::Failed, format!("time limit {limit} reached ({how})")),
+                (Some(StopCause::TimeLimit(limit)), _) => (
+                    JobState::Failed,
+                    format!("time limit {limit} reached ({how})"),
+                ),
                 (None, Some(0)) if signal.is_none() => (JobState::Succeeded, how),
-                (None, _) if attempt <= retries => {
-                    (JobState::Queued, format!("{how}; retry {attempt} of {retries}"))
-                }
+                (None, _) if attempt <= retries => (
+                    JobState::Queued,
+                    format!("{how}; retry {attempt} of {retries}"),
+                ),
                 (None, _) => (JobState::Failed, how),
             };
-            let end = AttemptEnd { job: id, attempt, exit_code, signal, next_state, reason };
+            let end = AttemptEnd {
+                job: id,
+                attempt,
+                exit_code,
+                signal,
+                next_state,
+                reason,
+            };
             if let Err(e) = inner.store.finish_attempt(&end, now) {
                 // Leave it running in memory: freeing GPUs the store still shows as held
                 // would let two jobs share them. The restart recovery finishes it.
@@ -411,13 +551,27 @@ impl Service {
     /// After a restart: attempts recorded as running get their real end from the
     /// exit record, or are watched until they write one.
     pub fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
-        let running = self.lock().store.list(&gpuq_store::ListFilter { states: vec![JobState::Running], limit: None })?;
+        let running = self.lock().store.list(&gpuq_store::ListFilter {
+            states: vec![JobState::Running],
+            limit: None,
+        })?;
         for job in running {
             let retries = job.spec.retries;
-            let ends_by = job.spec.time_limit.zip(job.started_at).map(|(t, s)| s + t.as_millis() as i64);
+            let ends_by = job
+                .spec
+                .time_limit
+                .zip(job.started_at)
+                .map(|(t, s)| s + t.as_millis() as i64);
             self.lock().running.insert(
                 job.id,
-                RunningAttempt { attempt: job.attempt, node: 0, gpus: job.gpus.clone(), ends_by, retries, stop: None },
+                RunningAttempt {
+                    attempt: job.attempt,
+                    node: 0,
+                    gpus: job.gpus.clone(),
+                    ends_by,
+                    retries,
+                    stop: None,
+                },
             );
             let this = Arc::clone(self);
             let dir = self.executor.job_dir(job.id);

@@ -1,0 +1,160 @@
+//! Test harness: a real daemon in a temporary GPUQ_HOME on a free loopback
+//! port, driven through the real CLI binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const GPUQ: &str = env!("CARGO_BIN_EXE_gpuq");
+
+pub struct Daemon {
+    pub home: tempfile::TempDir,
+    pub url: String,
+    child: Option<Child>,
+    gpus: String,
+}
+
+impl Daemon {
+    pub fn start(gpus: &str) -> Self {
+        let home = tempfile::tempdir().expect("temp home");
+        let mut d = Daemon {
+            home,
+            url: String::new(),
+            child: None,
+            gpus: gpus.to_string(),
+        };
+        d.spawn();
+        d
+    }
+
+    fn spawn(&mut self) {
+        let _ = std::fs::remove_file(self.home.path().join("daemon.json"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.path().join("test-daemon.log"))
+            .unwrap();
+        let child = Command::new(GPUQ)
+            .args(["server", "--listen", "127.0.0.1:0", "--gpus", &self.gpus])
+            .env("GPUQ_HOME", self.home.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("daemon starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(self.home.path().join("daemon.json")) {
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                self.url = v["url"].as_str().unwrap().to_string();
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "daemon did not start: {}",
+                self.daemon_log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGKILL the daemon (jobs keep running under their supervisors).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("test-daemon.log")).unwrap_or_default()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(GPUQ);
+        c.args(args)
+            .env("GPUQ_HOME", self.home.path())
+            .env("GPUQ_URL", &self.url)
+            .env("GPUQ_NO_AUTOSTART", "1")
+            .env("NO_COLOR", "1");
+        c
+    }
+
+    pub fn gpuq(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("gpuq runs")
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.gpuq(args);
+        assert!(
+            out.status.success(),
+            "gpuq {args:?} failed ({:?}): {}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Submits and returns the job id.
+    pub fn submit(&self, args: &[&str]) -> u64 {
+        let mut full = vec!["submit"];
+        full.extend_from_slice(args);
+        self.ok(&full).trim().parse().expect("submit prints an id")
+    }
+
+    pub fn show(&self, id: u64) -> serde_json::Value {
+        serde_json::from_str(&self.ok(&["show", &id.to_string(), "--json"])).unwrap()
+    }
+
+    pub fn wait(&self, id: u64) -> serde_json::Value {
+        let _ = self.gpuq(&["wait", &id.to_string()]);
+        self.show(id)
+    }
+
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("token")).unwrap()
+    }
+
+    pub fn job_dir(&self, id: u64) -> PathBuf {
+        self.home.path().join("jobs").join(id.to_string())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls `f` until it returns true or the timeout passes.
+pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
