@@ -3,6 +3,7 @@
 //! `docs/openapi.json`.
 
 mod client;
+pub mod openapi;
 
 pub use client::{ApiError, Client, LogChunk};
 

@@ -20,9 +20,6 @@ use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The API description, served at `/openapi.json`.
-pub const OPENAPI: &str = include_str!("../../../../docs/openapi.json");
-
 /// Default listen address of `gpuq server`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8585";
 

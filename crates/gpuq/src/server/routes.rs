@@ -72,8 +72,8 @@ pub async fn health() -> &'static str {
     "ok"
 }
 
-pub async fn openapi() -> impl IntoResponse {
-    ([("content-type", "application/json")], super::OPENAPI)
+pub async fn openapi() -> Json<serde_json::Value> {
+    Json(gpuq_api::openapi::document())
 }
 
 pub async fn info(State(ctx): State<AppState>) -> Json<ServerInfo> {

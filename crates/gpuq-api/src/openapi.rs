@@ -1,0 +1,143 @@
+//! The OpenAPI 3.0 document of the API: paths written here, schemas generated
+//! from the Rust types, so the document cannot drift from the code. A test
+//! keeps `docs/openapi.json` equal to it.
+
+use crate::{ErrorBody, GpuStatus, JobDetail, ServerInfo, SubmitRequest};
+use gpuq_core::{Job, JobSpec};
+use schemars::gen::{SchemaGenerator, SchemaSettings};
+use serde_json::{json, Value};
+
+fn schemas() -> Value {
+    let mut gen = SchemaGenerator::new(SchemaSettings::openapi3());
+    gen.subschema_for::<SubmitRequest>();
+    gen.subschema_for::<Job>();
+    gen.subschema_for::<JobDetail>();
+    gen.subschema_for::<JobSpec>();
+    gen.subschema_for::<GpuStatus>();
+    gen.subschema_for::<ServerInfo>();
+    gen.subschema_for::<ErrorBody>();
+    serde_json::to_value(gen.definitions()).expect("schemas serialize")
+}
+
+fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn json_body(schema: Value, description: &str) -> Value {
+    json!({ "description": description, "content": { "application/json": { "schema": schema } } })
+}
+
+fn errors() -> Value {
+    let e = |d: &str| json_body(schema_ref("ErrorBody"), d);
+    json!({
+        "400": e("Bad input; `field` names the offending field"),
+        "401": e("Missing or wrong token"),
+        "404": e("No such job"),
+    })
+}
+
+fn with_errors(ok_code: &str, ok: Value) -> Value {
+    let mut responses = errors();
+    responses[ok_code] = ok;
+    responses
+}
+
+fn id_param() -> Value {
+    json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "integer", "format": "uint64" } })
+}
+
+/// The whole document.
+pub fn document() -> Value {
+    let job = schema_ref("Job");
+    let jobs = json!({ "type": "array", "items": schema_ref("Job") });
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "gpuq API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The only way into a gpuq daemon: the CLI, the SDK and tests use these endpoints. \
+                Every endpoint but /health needs `Authorization: Bearer <token>` (the local token is in $GPUQ_HOME/token). \
+                Times are epoch milliseconds."
+        },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": schemas()
+        },
+        "security": [ { "bearer": [] } ],
+        "paths": {
+            "/health": { "get": {
+                "summary": "Liveness; needs no token", "security": [],
+                "responses": { "200": { "description": "ok", "content": { "text/plain": { "schema": { "type": "string" } } } } }
+            }},
+            "/openapi.json": { "get": {
+                "summary": "This document",
+                "responses": { "200": json_body(json!({ "type": "object" }), "The OpenAPI document") }
+            }},
+            "/v1/info": { "get": {
+                "summary": "Daemon version, node, GPUs and job slots",
+                "responses": with_errors("200", json_body(schema_ref("ServerInfo"), "Daemon information"))
+            }},
+            "/v1/jobs": {
+                "post": {
+                    "summary": "Submit a job",
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("SubmitRequest") } } },
+                    "responses": {
+                        "201": json_body(job.clone(), "The queued job"),
+                        "400": json_body(schema_ref("ErrorBody"), "Invalid spec; `field` names the field"),
+                        "401": json_body(schema_ref("ErrorBody"), "Missing or wrong token"),
+                        "507": json_body(schema_ref("ErrorBody"), "The disk holding the database is full; nothing was written")
+                    }
+                },
+                "get": {
+                    "summary": "List jobs, newest first",
+                    "parameters": [
+                        { "name": "state", "in": "query", "description": "Comma-separated states", "schema": { "type": "string" } },
+                        { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 0 } }
+                    ],
+                    "responses": with_errors("200", json_body(jobs, "Jobs"))
+                }
+            },
+            "/v1/jobs/{id}": { "get": {
+                "summary": "One job with its attempts and history",
+                "parameters": [ id_param() ],
+                "responses": with_errors("200", json_body(schema_ref("JobDetail"), "The job"))
+            }},
+            "/v1/jobs/{id}/cancel": { "post": {
+                "summary": "Cancel: a queued job at once, a running one by the stop protocol (SIGTERM, grace, SIGKILL)",
+                "parameters": [ id_param() ],
+                "responses": {
+                    "200": json_body(job.clone(), "The job (still running while it stops)"),
+                    "404": json_body(schema_ref("ErrorBody"), "No such job"),
+                    "409": json_body(schema_ref("ErrorBody"), "The job already ended")
+                }
+            }},
+            "/v1/jobs/{id}/wait": { "get": {
+                "summary": "Long poll: answers when the job has ended, or after `timeout` seconds with the job as it is",
+                "parameters": [ id_param(), { "name": "timeout", "in": "query", "schema": { "type": "integer", "default": 30, "maximum": 300 } } ],
+                "responses": with_errors("200", json_body(job, "The job"))
+            }},
+            "/v1/jobs/{id}/log": { "get": {
+                "summary": "Read an attempt's log from a byte offset; with follow=true the request is held until there is more or the attempt ended",
+                "parameters": [
+                    id_param(),
+                    { "name": "attempt", "in": "query", "description": "Default: the latest", "schema": { "type": "integer" } },
+                    { "name": "offset", "in": "query", "schema": { "type": "integer", "default": 0 } },
+                    { "name": "follow", "in": "query", "schema": { "type": "boolean", "default": false } }
+                ],
+                "responses": with_errors("200", json!({
+                    "description": "Raw log bytes. Headers: x-gpuq-log-offset (next offset), x-gpuq-log-attempt, x-gpuq-log-complete (true when the attempt ended and all was read)",
+                    "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } }
+                }))
+            }},
+            "/v1/gpus": { "get": {
+                "summary": "GPUs and the jobs holding them",
+                "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("GpuStatus") }), "GPUs"))
+            }}
+        }
+    })
+}
+
+/// JSON Schema of the job spec file (`gpuq submit job.yaml`).
+pub fn job_spec_schema() -> Value {
+    serde_json::to_value(schemars::schema_for!(JobSpec)).expect("schema serializes")
+}
