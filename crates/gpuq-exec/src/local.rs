@@ -95,16 +95,10 @@ impl LocalExecutor {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err);
-        // SAFETY: setsid is async-signal-safe. The supervisor leaves the daemon's
-        // session so that it survives the daemon and its terminal.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        // Its own process group keeps the supervisor out of signals aimed at the
+        // daemon's group (a Ctrl-C in the daemon's terminal). No pre_exec hook, so
+        // the spawn can use posix_spawn instead of forking the daemon.
+        cmd.process_group(0);
         Ok(cmd)
     }
 

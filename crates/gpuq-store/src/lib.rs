@@ -51,6 +51,7 @@ pub struct NewJob {
 /// What the executor needs to start an attempt.
 #[derive(Debug, Clone)]
 pub struct LaunchInfo {
+    pub spec: JobSpec,
     pub argv: Vec<String>,
     pub cwd: String,
     pub env: BTreeMap<String, String>,
@@ -222,6 +223,7 @@ impl Store {
         })?;
         Ok(LaunchInfo {
             argv: spec.argv(),
+            spec,
             cwd,
             env,
         })

@@ -424,26 +424,11 @@ impl Service {
     fn launch(self: &Arc<Self>, id: JobId, attempt: u32, gpus: &[u32], time_limit_ms: Option<u64>) {
         let prepared = {
             let mut inner = self.lock();
-            let info = inner.store.launch_info(id);
-            let retries = inner
-                .store
-                .job(id)
-                .ok()
-                .flatten()
-                .map(|j| j.spec.retries)
-                .unwrap_or(0);
-            if let Some(r) = inner.running.get_mut(&id) {
-                r.retries = retries;
-            }
-            info.map_err(|e| e.to_string()).and_then(|info| {
-                let req = LaunchRequest {
-                    job: id,
-                    attempt,
-                    gpus,
-                    argv: &info.argv,
-                    cwd: &info.cwd,
-                    env: &info.env,
-                };
+            inner.store.launch_info(id).map_err(|e| e.to_string()).and_then(|info| {
+                if let Some(r) = inner.running.get_mut(&id) {
+                    r.retries = info.spec.retries;
+                }
+                let req = LaunchRequest { job: id, attempt, gpus, argv: &info.argv, cwd: &info.cwd, env: &info.env };
                 self.executor.prepare(&req).map_err(|e| e.to_string())
             })
         };
