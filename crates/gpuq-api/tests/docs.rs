@@ -4,13 +4,18 @@
 use std::path::PathBuf;
 
 fn check(name: &str, value: serde_json::Value) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs")
+        .join(name);
     let text = serde_json::to_string_pretty(&value).unwrap() + "\n";
     if std::env::var_os("GPUQ_UPDATE_DOCS").is_some() {
         std::fs::write(&path, &text).unwrap();
     }
     let published = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(published == text, "docs/{name} is stale: run GPUQ_UPDATE_DOCS=1 cargo test -p gpuq-api --test docs");
+    assert!(
+        published == text,
+        "docs/{name} is stale: run GPUQ_UPDATE_DOCS=1 cargo test -p gpuq-api --test docs"
+    );
 }
 
 #[test]
@@ -29,7 +34,10 @@ fn every_documented_path_has_a_summary_and_responses() {
     for (path, ops) in doc["paths"].as_object().unwrap() {
         for (method, op) in ops.as_object().unwrap() {
             assert!(op["summary"].is_string(), "{method} {path}");
-            assert!(op["responses"].as_object().is_some_and(|r| !r.is_empty()), "{method} {path}");
+            assert!(
+                op["responses"].as_object().is_some_and(|r| !r.is_empty()),
+                "{method} {path}"
+            );
         }
     }
 }

@@ -156,6 +156,15 @@ pub fn schedule<'p>(
         if input.drained {
             continue;
         }
+        // Fast path for deep queues: most waiting jobs fit nowhere; decide that without allocating.
+        let fits_somewhere =
+            (0..free.len()).any(|n| free_slots[n] > 0 && free[n].len() as u32 >= job.gpus);
+        if !fits_somewhere {
+            if reservation.is_none() && job.gpus > 0 {
+                reservation = reserve(job.gpus, input.now, nodes, &free, &holders);
+            }
+            continue;
+        }
         let ends_by = job
             .time_limit_ms
             .map(|t| input.now.saturating_add(t as i64));

@@ -5,7 +5,10 @@ use common::*;
 use std::path::PathBuf;
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 #[test]
@@ -13,20 +16,46 @@ fn pure_python_trainer_crashes_then_resumes_from_its_checkpoint() {
     let d = Daemon::start("sim:1");
     let out = d
         .cmd(&[
-            "run", "--gpus", "1", "--retries", "1", "--", "python3", "examples/train_pure.py", "--steps", "30",
-            "--sleep", "0", "--ckpt-every", "5", "--fail-at-step", "13", "--fail-on-attempt", "1",
+            "run",
+            "--gpus",
+            "1",
+            "--retries",
+            "1",
+            "--",
+            "python3",
+            "examples/train_pure.py",
+            "--steps",
+            "30",
+            "--sleep",
+            "0",
+            "--ckpt-every",
+            "5",
+            "--fail-at-step",
+            "13",
+            "--fail-on-attempt",
+            "1",
         ])
         .current_dir(repo())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
     let text = stdout(&out);
     assert!(text.contains("resumed from step 10 (attempt 2)"), "{text}");
     assert!(text.contains("done step=30"), "{text}");
     let metrics = std::fs::read_to_string(d.job_dir(1).join("metrics.jsonl")).unwrap();
     let steps: Vec<u64> = metrics
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["step"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["step"]
+                .as_u64()
+                .unwrap()
+        })
         .collect();
     assert_eq!(steps.last(), Some(&30), "metrics reached the last step");
     assert!(d.job_dir(1).join("checkpoints/ckpt.json").is_file());
@@ -38,6 +67,9 @@ fn the_example_job_spec_is_valid() {
     let spec = repo().join("examples/pytorch/job.yaml");
     let id = d.submit(&[spec.to_str().unwrap()]);
     let job = d.show(id);
-    assert_eq!((job["name"].as_str(), job["gpus_requested"].as_u64()), (Some("mlp-synthetic"), Some(1)));
+    assert_eq!(
+        (job["name"].as_str(), job["gpus_requested"].as_u64()),
+        (Some("mlp-synthetic"), Some(1))
+    );
     let _ = d.gpuq(&["cancel", &id.to_string()]);
 }

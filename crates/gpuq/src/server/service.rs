@@ -424,13 +424,24 @@ impl Service {
     fn launch(self: &Arc<Self>, id: JobId, attempt: u32, gpus: &[u32], time_limit_ms: Option<u64>) {
         let prepared = {
             let mut inner = self.lock();
-            inner.store.launch_info(id).map_err(|e| e.to_string()).and_then(|info| {
-                if let Some(r) = inner.running.get_mut(&id) {
-                    r.retries = info.spec.retries;
-                }
-                let req = LaunchRequest { job: id, attempt, gpus, argv: &info.argv, cwd: &info.cwd, env: &info.env };
-                self.executor.prepare(&req).map_err(|e| e.to_string())
-            })
+            inner
+                .store
+                .launch_info(id)
+                .map_err(|e| e.to_string())
+                .and_then(|info| {
+                    if let Some(r) = inner.running.get_mut(&id) {
+                        r.retries = info.spec.retries;
+                    }
+                    let req = LaunchRequest {
+                        job: id,
+                        attempt,
+                        gpus,
+                        argv: &info.argv,
+                        cwd: &info.cwd,
+                        env: &info.env,
+                    };
+                    self.executor.prepare(&req).map_err(|e| e.to_string())
+                })
         };
         let child = prepared.and_then(|cmd| {
             tokio::process::Command::from(cmd)
