@@ -115,6 +115,8 @@ def gpuq_cli(n):
 def pueue(n, pueue_bin, parallel):
     pueued = os.path.join(os.path.dirname(pueue_bin), "pueued")
     base = tempfile.mkdtemp(prefix="pueue-bench-")
+    for sub in ("data", "run"):
+        os.makedirs(os.path.join(base, sub))
     config = os.path.join(base, "pueue.yml")
     with open(config, "w") as f:
         f.write(f"shared:\n  pueue_directory: {base}/data\n  runtime_directory: {base}/run\n  use_unix_socket: true\n"

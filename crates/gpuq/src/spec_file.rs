@@ -87,3 +87,61 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::parse;
+    use proptest::prelude::*;
+
+    const FIELDS: &[&str] = &[
+        "name",
+        "command",
+        "run",
+        "gpus",
+        "priority",
+        "retries",
+        "time_limit",
+        "grace",
+        "env",
+        "cwd",
+        "project",
+        "after",
+        "preemptible",
+        "gpu",
+        "x",
+    ];
+
+    fn yamlish() -> impl Strategy<Value = String> {
+        let value = prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            "[a-z0-9 :.,-]{0,12}",
+            Just("[a, b]".to_string()),
+            Just("{k: v}".to_string()),
+            Just("|\n  echo hi".to_string()),
+            Just("~".to_string()),
+            Just("\"\\u0000\"".to_string()),
+        ];
+        proptest::collection::vec((proptest::sample::select(FIELDS), value), 0..8)
+            .prop_map(|kv| kv.into_iter().map(|(k, v)| format!("{k}: {v}\n")).collect())
+    }
+
+    proptest! {
+        /// Arbitrary bytes and field soup: an error or a valid spec, never a panic.
+        #[test]
+        fn any_text_is_accepted_or_refused_without_panic(text in "\\PC{0,200}") {
+            let _ = parse(&text);
+        }
+
+        #[test]
+        fn field_soup_is_accepted_or_refused_without_panic(text in yamlish()) {
+            if let Ok(spec) = parse(&text) {
+                prop_assert!(spec.validate().is_ok());
+            }
+        }
+
+        #[test]
+        fn durations_never_panic(text in "\\PC{0,30}") {
+            let _ = text.parse::<gpuq_core::DurationSpec>();
+        }
+    }
+}

@@ -175,11 +175,12 @@ fn init_logging() {
         .init();
 }
 
-/// The exit status a job's end maps to: its exit code, 128+signal, or 1.
+/// The exit status a job's end maps to: its exit code, 128+signal, or 1 (cancelled, or no status).
 pub fn job_exit_status(job: &gpuq_core::Job) -> i32 {
     use gpuq_core::JobState;
     match job.state {
         JobState::Succeeded => 0,
+        JobState::Cancelled => 1,
         _ => match (job.exit_code, job.signal) {
             (_, Some(sig)) => 128 + sig,
             (Some(code), None) if code != 0 => code,
