@@ -31,6 +31,7 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: String,
+    user: String,
 }
 
 /// One piece of a log.
@@ -44,8 +45,9 @@ pub struct LogChunk {
 }
 
 impl Client {
-    pub fn new(base: &str, token: &str) -> Self {
+    pub fn new(base: &str, token: &str, user: &str) -> Self {
         Self {
+            user: user.to_string(),
             http: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -75,6 +77,7 @@ impl Client {
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, ApiError> {
         let resp = req
             .bearer_auth(&self.token)
+            .header(HEADER_USER, &self.user)
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
@@ -168,7 +171,22 @@ impl Client {
     }
 
     pub async fn cancel(&self, id: JobId) -> Result<Job, ApiError> {
-        self.json(self.http.post(self.url(&format!("/v1/jobs/{id}/cancel"))))
+        self.job_action(id, "cancel").await
+    }
+
+    /// `action`: cancel, requeue, hold or release.
+    pub async fn job_action(&self, id: JobId, action: &str) -> Result<Job, ApiError> {
+        self.json(self.http.post(self.url(&format!("/v1/jobs/{id}/{action}"))))
+            .await
+    }
+
+    pub async fn queue(&self) -> Result<QueueStatus, ApiError> {
+        self.json(self.http.get(self.url("/v1/queue"))).await
+    }
+
+    pub async fn set_drained(&self, drained: bool) -> Result<QueueStatus, ApiError> {
+        let action = if drained { "drain" } else { "undrain" };
+        self.json(self.http.post(self.url(&format!("/v1/queue/{action}"))))
             .await
     }
 

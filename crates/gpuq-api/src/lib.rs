@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 pub const HEADER_LOG_OFFSET: &str = "x-gpuq-log-offset";
 /// Header set to `true` when the attempt ended and everything was read.
 pub const HEADER_LOG_COMPLETE: &str = "x-gpuq-log-complete";
+/// Header naming who asks (recorded as the cause of cancels, holds, requeues).
+pub const HEADER_USER: &str = "x-gpuq-user";
 /// Header naming the attempt a log read returned.
 pub const HEADER_LOG_ATTEMPT: &str = "x-gpuq-log-attempt";
 
@@ -30,6 +32,16 @@ pub struct SubmitRequest {
     pub env: BTreeMap<String, String>,
     /// Who submits (a local daemon trusts its single user's client).
     pub user: String,
+    /// Repeating a submit with the same key returns the first job: safe retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// `GET /v1/queue`, `POST /v1/queue/drain`, `POST /v1/queue/undrain`
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QueueStatus {
+    /// True while no new job starts (maintenance); running jobs continue.
+    pub drained: bool,
 }
 
 /// `GET /v1/jobs/{id}`: the job with its attempts and history.

@@ -2,7 +2,7 @@
 //! from the Rust types, so the document cannot drift from the code. A test
 //! keeps `docs/openapi.json` equal to it.
 
-use crate::{ErrorBody, GpuStatus, JobDetail, ServerInfo, SubmitRequest};
+use crate::{ErrorBody, GpuStatus, JobDetail, QueueStatus, ServerInfo, SubmitRequest};
 use gpuq_core::{Job, JobSpec};
 use schemars::gen::{SchemaGenerator, SchemaSettings};
 use serde_json::{json, Value};
@@ -16,6 +16,7 @@ fn schemas() -> Value {
     gen.subschema_for::<GpuStatus>();
     gen.subschema_for::<ServerInfo>();
     gen.subschema_for::<ErrorBody>();
+    gen.subschema_for::<QueueStatus>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -64,6 +65,7 @@ pub fn document() -> Value {
             "schemas": schemas()
         },
         "security": [ { "bearer": [] } ],
+        "x-gpuq-user-header": "Clients send `x-gpuq-user: <name>`; it is recorded as who cancelled, held or requeued a job.",
         "paths": {
             "/health": { "get": {
                 "summary": "Liveness; needs no token", "security": [],
@@ -110,6 +112,45 @@ pub fn document() -> Value {
                     "404": json_body(schema_ref("ErrorBody"), "No such job"),
                     "409": json_body(schema_ref("ErrorBody"), "The job already ended")
                 }
+            }},
+            "/v1/jobs/{id}/requeue": { "post": {
+                "summary": "Requeue: a running job is stopped by the stop protocol and queued again; an ended one is queued again with a fresh retry budget",
+                "parameters": [ id_param() ],
+                "responses": {
+                    "200": json_body(job.clone(), "The job"),
+                    "404": json_body(schema_ref("ErrorBody"), "No such job"),
+                    "409": json_body(schema_ref("ErrorBody"), "The job is already queued")
+                }
+            }},
+            "/v1/jobs/{id}/hold": { "post": {
+                "summary": "Hold a queued job: it does not start until released",
+                "parameters": [ id_param() ],
+                "responses": {
+                    "200": json_body(job.clone(), "The job"),
+                    "404": json_body(schema_ref("ErrorBody"), "No such job"),
+                    "409": json_body(schema_ref("ErrorBody"), "The job is not queued")
+                }
+            }},
+            "/v1/jobs/{id}/release": { "post": {
+                "summary": "Release a held job",
+                "parameters": [ id_param() ],
+                "responses": {
+                    "200": json_body(job.clone(), "The job"),
+                    "404": json_body(schema_ref("ErrorBody"), "No such job"),
+                    "409": json_body(schema_ref("ErrorBody"), "The job is not held")
+                }
+            }},
+            "/v1/queue": { "get": {
+                "summary": "Whether the queue is drained",
+                "responses": with_errors("200", json_body(schema_ref("QueueStatus"), "Queue status"))
+            }},
+            "/v1/queue/drain": { "post": {
+                "summary": "Stop starting new jobs (maintenance); running jobs continue; kept across restarts",
+                "responses": with_errors("200", json_body(schema_ref("QueueStatus"), "Queue status"))
+            }},
+            "/v1/queue/undrain": { "post": {
+                "summary": "Start jobs again",
+                "responses": with_errors("200", json_body(schema_ref("QueueStatus"), "Queue status"))
             }},
             "/v1/jobs/{id}/wait": { "get": {
                 "summary": "Long poll: answers when the job has ended, or after `timeout` seconds with the job as it is",

@@ -24,6 +24,12 @@ pub struct Job {
     pub cwd: String,
     /// Number of the current (or last) attempt; 0 before the first start.
     pub attempt: u32,
+    /// Failed attempts counted against `retries` (requeues and preemptions do not count).
+    pub failures: u32,
+    /// Who holds the job back (`gpuq hold`), if anyone.
+    pub held_by: Option<String>,
+    /// A retry waits until this time (epoch ms).
+    pub eligible_at: Option<Millis>,
     pub exit_code: Option<i32>,
     /// Signal that killed the last attempt, if any.
     pub signal: Option<i32>,

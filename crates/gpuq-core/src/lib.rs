@@ -8,6 +8,7 @@
 pub mod duration;
 pub mod job;
 pub mod scheduler;
+pub mod signal;
 pub mod spec;
 pub mod state;
 
@@ -16,6 +17,7 @@ pub use job::{Attempt, Event, Job};
 pub use scheduler::{
     schedule, Decision, DependencyState, Node, PendingJob, RunningJob, ScheduleInput,
 };
+pub use signal::EarlySignal;
 pub use spec::{JobSpec, Priority, SpecError};
 pub use state::JobState;
 

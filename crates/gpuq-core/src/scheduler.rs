@@ -11,7 +11,12 @@
 //!   earliest time enough GPUs free up (from the running jobs' time limits); a
 //!   later job may start ahead only if it cannot delay that reservation: it
 //!   ends (by its time limit) before the reserved start, or it uses only GPUs
-//!   the reserved job will not need, or it runs on another node.
+//!   the reserved job will not need, or it runs on another node;
+//! - held jobs and jobs in a retry back-off (`eligible_at` in the future) wait;
+//! - preemption: when the first job that cannot start has a higher priority
+//!   class than some running `preemptible` jobs, the fewest of them whose GPUs
+//!   make it fit on one node are stopped (never a job that is not preemptible,
+//!   and nothing more while earlier victims are still stopping).
 
 use crate::{JobId, Millis, Priority};
 use std::collections::BTreeSet;
@@ -35,6 +40,10 @@ pub struct RunningJob {
     pub gpus: Vec<u32>,
     /// When its time limit stops it, if it has one.
     pub ends_by: Option<Millis>,
+    pub priority: Priority,
+    pub preemptible: bool,
+    /// Being stopped (cancel, time limit, preemption): its GPUs free up soon.
+    pub stopping: bool,
 }
 
 /// A job waiting in the queue.
@@ -46,6 +55,10 @@ pub struct PendingJob {
     pub gpus: u32,
     pub time_limit_ms: Option<u64>,
     pub after: Vec<JobId>,
+    /// Held by a user: waits until released.
+    pub held: bool,
+    /// Not before this time (retry back-off).
+    pub eligible_at: Option<Millis>,
 }
 
 impl PendingJob {
@@ -93,6 +106,11 @@ pub enum Decision {
         job: JobId,
         reason: String,
     },
+    /// Stop this running job by the stop protocol and requeue it, to make room for `for_job`.
+    Preempt {
+        job: JobId,
+        for_job: JobId,
+    },
 }
 
 struct Reservation {
@@ -131,6 +149,8 @@ pub fn schedule<'p>(
 
     let mut decisions = Vec::new();
     let mut reservation: Option<Reservation> = None;
+    // The first job held back for lack of GPUs: the one preemption may make room for.
+    let mut blocked_head: Option<&PendingJob> = None;
     for job in pending {
         match dependency_verdict(job, input.dependency) {
             DependencyVerdict::Ready => {}
@@ -153,7 +173,7 @@ pub fn schedule<'p>(
             });
             continue;
         }
-        if input.drained {
+        if input.drained || job.held || job.eligible_at.is_some_and(|t| t > input.now) {
             continue;
         }
         // Fast path for deep queues: most waiting jobs fit nowhere; decide that without allocating.
@@ -162,6 +182,7 @@ pub fn schedule<'p>(
         if !fits_somewhere {
             if reservation.is_none() && job.gpus > 0 {
                 reservation = reserve(job.gpus, input.now, nodes, &free, &holders);
+                blocked_head = Some(job);
             }
             continue;
         }
@@ -201,11 +222,77 @@ pub fn schedule<'p>(
             }
             None if reservation.is_none() && job.gpus > 0 => {
                 reservation = reserve(job.gpus, input.now, nodes, &free, &holders);
+                blocked_head = Some(job);
             }
             None => {}
         }
     }
+    if let Some(head) = blocked_head {
+        for victim in preemption_victims(head, input, &free) {
+            decisions.push(Decision::Preempt {
+                job: victim,
+                for_job: head.id,
+            });
+        }
+    }
     decisions
+}
+
+/// The fewest preemptible, lower-priority running jobs on one node whose GPUs
+/// let `head` start there. Empty when `head` needs no preemption (it will fit
+/// once the jobs already stopping are gone) or when no set of victims suffices.
+fn preemption_victims(
+    head: &PendingJob,
+    input: &ScheduleInput<'_>,
+    free: &[BTreeSet<u32>],
+) -> Vec<JobId> {
+    let mut best: Option<Vec<&RunningJob>> = None;
+    for (node, info) in input.nodes.iter().enumerate() {
+        if (info.gpus.len() as u32) < head.gpus {
+            continue;
+        }
+        let on_node = || input.running.iter().filter(move |r| r.node == node);
+        let stopping: u32 = on_node()
+            .filter(|r| r.stopping)
+            .map(|r| r.gpus.len() as u32)
+            .sum();
+        let mut available = free[node].len() as u32 + stopping;
+        if available >= head.gpus {
+            return Vec::new();
+        }
+        let mut candidates: Vec<&RunningJob> = on_node()
+            .filter(|r| {
+                r.preemptible && !r.stopping && r.priority < head.priority && !r.gpus.is_empty()
+            })
+            .collect();
+        // Largest first gives the fewest victims; then the lowest class; then the newest (least work lost).
+        candidates.sort_by_key(|r| {
+            (
+                std::cmp::Reverse(r.gpus.len()),
+                r.priority,
+                std::cmp::Reverse(r.id),
+            )
+        });
+        let mut chosen = Vec::new();
+        for c in candidates {
+            if available >= head.gpus {
+                break;
+            }
+            available += c.gpus.len() as u32;
+            chosen.push(c);
+        }
+        if available < head.gpus {
+            continue;
+        }
+        let gpus = |v: &Vec<&RunningJob>| v.iter().map(|r| r.gpus.len()).sum::<usize>();
+        if best
+            .as_ref()
+            .is_none_or(|b| (chosen.len(), gpus(&chosen)) < (b.len(), gpus(b)))
+        {
+            best = Some(chosen);
+        }
+    }
+    best.unwrap_or_default().into_iter().map(|r| r.id).collect()
 }
 
 enum DependencyVerdict {

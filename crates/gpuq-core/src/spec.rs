@@ -1,6 +1,6 @@
 //! The job spec: what a user asks for, from flags or from a YAML file.
 
-use crate::{DurationSpec, JobId};
+use crate::{DurationSpec, EarlySignal, JobId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -92,6 +92,12 @@ pub struct JobSpec {
     /// Time between SIGTERM and SIGKILL when the job is stopped (default 30s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace: Option<DurationSpec>,
+    /// Signal sent first, `SIG@SECONDS` before the time limit or at once on preemption (e.g. `USR1@90`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<EarlySignal>,
+    /// Delay before the first retry; it doubles for each further retry, up to 10 minutes (default 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_delay: Option<DurationSpec>,
     /// Environment variables set on top of the submitter's environment.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
@@ -213,6 +219,14 @@ impl JobSpec {
                 return Err(SpecError::new(
                     "project",
                     "project names are 1 to 200 printable characters",
+                ));
+            }
+        }
+        if let (Some(sig), Some(limit)) = (&self.signal, &self.time_limit) {
+            if sig.lead >= *limit {
+                return Err(SpecError::new(
+                    "signal",
+                    format!("{sig} would come before the job starts: its lead must be shorter than the time limit {limit}"),
                 ));
             }
         }

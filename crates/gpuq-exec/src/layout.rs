@@ -32,6 +32,10 @@ impl JobDir {
     pub fn pgid_file(&self, attempt: u32) -> PathBuf {
         self.root.join(format!("attempt-{attempt}.pgid"))
     }
+    /// Locked by the attempt's supervisor for its whole life (see `LocalExecutor::prepare`).
+    pub fn lock_file(&self, attempt: u32) -> PathBuf {
+        self.root.join(format!("attempt-{attempt}.lock"))
+    }
     pub fn checkpoints(&self) -> PathBuf {
         self.root.join("checkpoints")
     }

@@ -6,6 +6,7 @@ use crate::ExecError;
 use gpuq_core::JobId;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
+use std::os::unix::io::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -81,6 +82,26 @@ impl LocalExecutor {
             .map_err(io_err(&log_path))?;
         let log_err = log.try_clone().map_err(io_err(&log_path))?;
 
+        // The supervisor's stdin is a file locked before the spawn: the lock lives as
+        // long as the supervisor holds the descriptor, so after a daemon crash a free
+        // lock means "no supervisor", with no window in which it is not yet taken.
+        let lock_path = dir.lock_file(req.attempt);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_err(&lock_path))?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(ExecError::JobDir {
+                path: lock_path.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "a supervisor for this attempt is running",
+                ),
+            });
+        }
         let mut cmd = Command::new(&self.self_exe);
         cmd.arg("__supervise")
             .arg("--job-dir")
@@ -92,7 +113,7 @@ impl LocalExecutor {
             .env_clear()
             .envs(self.job_env(req))
             .current_dir(req.cwd)
-            .stdin(Stdio::null())
+            .stdin(Stdio::from(lock))
             .stdout(log)
             .stderr(log_err);
         // Its own process group keeps the supervisor out of signals aimed at the
@@ -100,6 +121,28 @@ impl LocalExecutor {
         // the spawn can use posix_spawn instead of forking the daemon.
         cmd.process_group(0);
         Ok(cmd)
+    }
+
+    /// True while the attempt's supervisor runs (it holds the attempt's lock).
+    pub fn supervisor_alive(&self, job: JobId, attempt: u32) -> bool {
+        let Ok(file) = std::fs::File::open(self.job_dir(job).lock_file(attempt)) else {
+            return false;
+        };
+        // SAFETY: flock on a descriptor we own; a successful probe is released when `file` drops.
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
+    }
+
+    /// The last `max` bytes of an attempt's log, for classifying failures.
+    pub fn log_tail(&self, job: JobId, attempt: u32, max: u64) -> String {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(self.job_dir(job).log(attempt)) else {
+            return String::new();
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(max)));
+        let mut buf = Vec::new();
+        let _ = f.take(max).read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
     }
 
     /// Sends `signal` to the whole process group of a running attempt.

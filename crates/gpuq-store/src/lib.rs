@@ -46,6 +46,8 @@ pub struct NewJob {
     pub cwd: String,
     /// The submitter's environment with the spec's overrides applied.
     pub env: BTreeMap<String, String>,
+    /// A submit repeated with the same key returns the first job instead of a new one.
+    pub idempotency_key: Option<String>,
 }
 
 /// What the executor needs to start an attempt.
@@ -72,9 +74,15 @@ pub struct AttemptEnd {
     pub attempt: u32,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
-    /// The job's next state: a terminal state, or `Queued` for a retry.
+    /// The job's next state: a terminal state, or `Queued` for a retry or requeue.
     pub next_state: JobState,
     pub reason: String,
+    /// Failed attempts so far, this one included if it counts.
+    pub failures: u32,
+    /// Earliest start of the next attempt (retry back-off).
+    pub eligible_at: Option<Millis>,
+    /// Event kind recorded for the transition ("succeeded", "retry", "preempted", …).
+    pub event: String,
 }
 
 /// Filter of `list`.
@@ -90,7 +98,7 @@ pub struct Store {
 
 const JOB_COLUMNS: &str =
     "id, name, user, project, state, priority, gpus_requested, gpus, node, command, cwd, \
-     attempt, exit_code, signal, reason, submitted_at, started_at, ended_at, spec";
+     attempt, exit_code, signal, reason, submitted_at, started_at, ended_at, spec, failures, held_by, eligible_at";
 
 impl Store {
     /// Opens (creating if needed) the database, with WAL and the durability settings
@@ -115,13 +123,31 @@ impl Store {
         Ok(out)
     }
 
+    /// Inserts a queued job. With an idempotency key already used, returns that job instead.
     pub fn submit(&mut self, new: &NewJob, now: Millis) -> Result<Job> {
+        if let Some(key) = &new.idempotency_key {
+            let existing: Option<JobId> = self
+                .conn
+                .query_row(
+                    "SELECT id FROM jobs WHERE idempotency_key = ?1",
+                    [key],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(id) = existing {
+                return self.job(id)?.ok_or(StoreError::Corrupt {
+                    id,
+                    why: "vanished".into(),
+                });
+            }
+        }
         let spec_json = serde_json::to_string(&new.spec).expect("spec serializes");
         let env_json = serde_json::to_string(&new.env).expect("env serializes");
         let id = self.write(|tx| {
             tx.execute(
                 "INSERT INTO jobs (name, user, project, state, priority, gpus_requested, gpus, command, cwd, \
-                 attempt, submitted_at, spec, env) VALUES (?1, ?2, ?3, 'queued', ?4, ?5, '[]', ?6, ?7, 0, ?8, ?9, ?10)",
+                 attempt, submitted_at, spec, env, idempotency_key) \
+                 VALUES (?1, ?2, ?3, 'queued', ?4, ?5, '[]', ?6, ?7, 0, ?8, ?9, ?10, ?11)",
                 params![
                     new.spec.name,
                     new.user,
@@ -132,7 +158,8 @@ impl Store {
                     new.cwd,
                     now,
                     spec_json,
-                    env_json
+                    env_json,
+                    new.idempotency_key
                 ],
             )?;
             let id = tx.last_insert_rowid() as JobId;
@@ -260,12 +287,103 @@ impl Store {
             )?;
             let ended_at = end.next_state.is_terminal().then_some(now);
             tx.execute(
-                "UPDATE jobs SET state = ?2, exit_code = ?3, signal = ?4, reason = ?5, ended_at = ?6 WHERE id = ?1",
-                params![end.job, end.next_state.as_str(), end.exit_code, end.signal, end.reason, ended_at],
+                "UPDATE jobs SET state = ?2, exit_code = ?3, signal = ?4, reason = ?5, ended_at = ?6, failures = ?7, \
+                 eligible_at = ?8 WHERE id = ?1",
+                params![
+                    end.job,
+                    end.next_state.as_str(),
+                    end.exit_code,
+                    end.signal,
+                    end.reason,
+                    ended_at,
+                    end.failures,
+                    end.eligible_at
+                ],
             )?;
-            let kind = if end.next_state == JobState::Queued { "requeued" } else { end.next_state.as_str() };
-            insert_event(tx, now, end.job, kind, &format!("attempt {}: {}", end.attempt, end.reason))
+            insert_event(tx, now, end.job, &end.event, &format!("attempt {}: {}", end.attempt, end.reason))
         })
+    }
+
+    /// Records why an attempt is being stopped, before any signal is sent.
+    pub fn set_stop(
+        &mut self,
+        job: JobId,
+        attempt: u32,
+        stop: &str,
+        detail: &str,
+        now: Millis,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE attempts SET stop = ?3 WHERE job_id = ?1 AND attempt = ?2",
+                params![job, attempt, stop],
+            )?;
+            insert_event(tx, now, job, "stop_requested", detail)
+        })
+    }
+
+    /// The stop recorded for an attempt by [`Store::set_stop`].
+    pub fn stop_of(&self, job: JobId, attempt: u32) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT stop FROM attempts WHERE job_id = ?1 AND attempt = ?2",
+                params![job, attempt],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten())
+    }
+
+    /// Holds (`Some(user)`) or releases (`None`) a queued job.
+    pub fn set_held(&mut self, job: JobId, by: Option<&str>, now: Millis) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE jobs SET held_by = ?2 WHERE id = ?1",
+                params![job, by],
+            )?;
+            let (kind, detail) = match by {
+                Some(u) => ("held", format!("by {u}")),
+                None => ("released", String::new()),
+            };
+            insert_event(tx, now, job, kind, &detail)
+        })
+    }
+
+    /// Puts an ended job back in the queue with a fresh retry budget.
+    pub fn requeue_ended(&mut self, job: JobId, by: &str, now: Millis) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE jobs SET state = 'queued', failures = 0, eligible_at = NULL, ended_at = NULL, \
+                 reason = ?2 WHERE id = ?1",
+                params![job, format!("requeued by {by}")],
+            )?;
+            insert_event(tx, now, job, "requeued", &format!("by {by}"))
+        })
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    pub fn set_meta(&mut self, key: &str, value: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// SQLite's own consistency check: "ok" when the database is intact.
+    pub fn integrity_check(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
     }
 
     /// Ends queued jobs without running them (dependency failed, too large, cancelled).
@@ -384,6 +502,9 @@ fn read_job(r: &Row<'_>) -> rusqlite::Result<Result<Job>> {
             started_at: r.get(16)?,
             ended_at: r.get(17)?,
             spec: serde_json::from_str(&spec).map_err(|e| corrupt(e.to_string()))?,
+            failures: r.get(19)?,
+            held_by: r.get(20)?,
+            eligible_at: r.get(21)?,
         })
     })();
     match parsed {

@@ -18,6 +18,10 @@ CREATE TABLE jobs (
     command        TEXT NOT NULL,
     cwd            TEXT NOT NULL,
     attempt        INTEGER NOT NULL,
+    failures       INTEGER NOT NULL DEFAULT 0,
+    held_by        TEXT,
+    eligible_at    INTEGER,
+    idempotency_key TEXT,
     exit_code      INTEGER,
     signal         INTEGER,
     reason         TEXT,
@@ -28,6 +32,7 @@ CREATE TABLE jobs (
     env            TEXT NOT NULL
 );
 CREATE INDEX jobs_active ON jobs (state) WHERE state IN ('queued', 'running', 'preempted');
+CREATE UNIQUE INDEX jobs_idempotency ON jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE TABLE attempts (
     job_id     INTEGER NOT NULL REFERENCES jobs (id),
     attempt    INTEGER NOT NULL,
@@ -38,7 +43,12 @@ CREATE TABLE attempts (
     exit_code  INTEGER,
     signal     INTEGER,
     reason     TEXT,
+    stop       TEXT,
     PRIMARY KEY (job_id, attempt)
+);
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 );
 CREATE TABLE events (
     seq    INTEGER PRIMARY KEY AUTOINCREMENT,

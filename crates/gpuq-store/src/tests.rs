@@ -10,6 +10,7 @@ fn new_job(argv: &[&str]) -> NewJob {
         user: "alice".into(),
         cwd: "/tmp".into(),
         env: BTreeMap::from([("A".to_string(), "1".to_string())]),
+        idempotency_key: None,
     }
 }
 
@@ -46,6 +47,9 @@ fn a_job_goes_through_its_life_with_events() {
         signal: None,
         next_state: JobState::Succeeded,
         reason: "exit 0".into(),
+        failures: 0,
+        eligible_at: None,
+        event: "succeeded".into(),
     };
     store.finish_attempt(&end, 3000).unwrap();
     let done = store.job(1).unwrap().unwrap();
@@ -107,6 +111,9 @@ fn retry_requeues_and_the_next_attempt_counts_up() {
         signal: None,
         next_state: JobState::Queued,
         reason: "exit 1".into(),
+        failures: 1,
+        eligible_at: Some(10),
+        event: "retry".into(),
     };
     store.finish_attempt(&end, 2).unwrap();
     assert_eq!(store.job(1).unwrap().unwrap().state, JobState::Queued);
@@ -157,4 +164,49 @@ fn reopening_keeps_everything() {
         })
         .unwrap()
         .is_empty());
+}
+
+#[test]
+fn an_idempotency_key_makes_a_repeated_submit_return_the_first_job() {
+    let mut store = Store::open_in_memory().unwrap();
+    let mut job = new_job(&["true"]);
+    job.idempotency_key = Some("k1".into());
+    let first = store.submit(&job, 0).unwrap();
+    let again = store.submit(&job, 5).unwrap();
+    assert_eq!(first.id, again.id);
+    assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 1);
+}
+
+#[test]
+fn hold_stop_meta_and_requeue_are_recorded() {
+    let mut store = Store::open_in_memory().unwrap();
+    store.submit(&new_job(&["true"]), 0).unwrap();
+    store.set_held(1, Some("bob"), 1).unwrap();
+    assert_eq!(
+        store.job(1).unwrap().unwrap().held_by.as_deref(),
+        Some("bob")
+    );
+    store.set_held(1, None, 2).unwrap();
+    store
+        .start(
+            &[StartRecord {
+                job: 1,
+                node: "n".into(),
+                gpus: vec![],
+            }],
+            3,
+        )
+        .unwrap();
+    store
+        .set_stop(1, 1, "{\"cancel\":\"bob\"}", "cancel by bob", 4)
+        .unwrap();
+    assert_eq!(
+        store.stop_of(1, 1).unwrap().as_deref(),
+        Some("{\"cancel\":\"bob\"}")
+    );
+    store.end_queued(&[], 5).unwrap();
+    store.set_meta("drained", "1").unwrap();
+    store.set_meta("drained", "0").unwrap();
+    assert_eq!(store.meta("drained").unwrap().as_deref(), Some("0"));
+    assert_eq!(store.integrity_check().unwrap(), "ok");
 }

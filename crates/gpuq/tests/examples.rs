@@ -21,6 +21,8 @@ fn pure_python_trainer_crashes_then_resumes_from_its_checkpoint() {
             "1",
             "--retries",
             "1",
+            "--retry-delay",
+            "100ms",
             "--",
             "python3",
             "examples/train_pure.py",

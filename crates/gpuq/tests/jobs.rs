@@ -326,6 +326,8 @@ fn retries_rerun_a_failed_job_and_run_follows_every_attempt() {
         "run",
         "--retries",
         "2",
+        "--retry-delay",
+        "100ms",
         "--",
         "sh",
         "-c",
@@ -342,7 +344,15 @@ fn retries_rerun_a_failed_job_and_run_follows_every_attempt() {
         (Some(3), 3)
     );
     assert_eq!(d.ok(&["logs", "1", "--attempt", "2"]), "attempt 2\n");
-    let exhausted = d.gpuq(&["run", "--retries", "1", "--", "false"]);
+    let exhausted = d.gpuq(&[
+        "run",
+        "--retries",
+        "1",
+        "--retry-delay",
+        "100ms",
+        "--",
+        "false",
+    ]);
     assert_eq!(exhausted.status.code(), Some(1));
     assert_eq!(d.show(2)["attempt"], 2);
 }

@@ -46,7 +46,17 @@ fn pytorch_trainer_resumes_after_a_crash_to_the_same_result() {
         "--device",
         "cpu",
     ];
-    let mut crash = vec!["run", "--gpus", "1", "--retries", "1", "--", py.as_str()];
+    let mut crash = vec![
+        "run",
+        "--gpus",
+        "1",
+        "--retries",
+        "1",
+        "--retry-delay",
+        "100ms",
+        "--",
+        py.as_str(),
+    ];
     crash.extend(base);
     crash.extend(["--fail-at-step", "30", "--fail-on-attempt", "1"]);
     let out = d.cmd(&crash).current_dir(repo()).output().unwrap();

@@ -35,7 +35,15 @@ impl Scenario {
             node,
             gpus: gpus.to_vec(),
             ends_by,
+            priority: Priority::Normal,
+            preemptible: false,
+            stopping: false,
         });
+        self
+    }
+    /// Changes the last running job.
+    fn with_last_running(mut self, f: impl FnOnce(&mut RunningJob)) -> Self {
+        f(self.running.last_mut().unwrap());
         self
     }
     fn queued(self, id: JobId, gpus: u32) -> Self {
@@ -49,6 +57,8 @@ impl Scenario {
             gpus,
             time_limit_ms: None,
             after: vec![],
+            held: false,
+            eligible_at: None,
         };
         f(&mut job);
         self.pending.push(job);
@@ -242,6 +252,90 @@ fn backfill_may_use_gpus_the_head_does_not_need() {
     assert_eq!(started(&d), vec![3, 4]);
 }
 
+#[test]
+fn held_jobs_and_jobs_in_back_off_wait() {
+    let d = Scenario::default()
+        .node(2)
+        .queued_with(1, 1, |j| j.held = true)
+        .queued_with(2, 1, |j| j.eligible_at = Some(500))
+        .queued(3, 1)
+        .run();
+    assert_eq!(started(&d), vec![3]);
+    let mut later = Scenario::default()
+        .node(2)
+        .queued_with(2, 1, |j| j.eligible_at = Some(500));
+    later.now = 500;
+    assert_eq!(started(&later.run()), vec![2]);
+}
+
+fn preemptible(priority: Priority) -> impl FnOnce(&mut RunningJob) {
+    move |r| {
+        r.preemptible = true;
+        r.priority = priority;
+    }
+}
+
+#[test]
+fn preemption_stops_the_fewest_lower_class_preemptible_jobs() {
+    let d = Scenario::default()
+        .node(4)
+        .running(1, 0, &[0], None)
+        .with_last_running(preemptible(Priority::Low))
+        .running(2, 0, &[1, 2], None)
+        .with_last_running(preemptible(Priority::Low))
+        .running(3, 0, &[3], None)
+        .queued_with(9, 2, |j| j.priority = Priority::High)
+        .run();
+    assert_eq!(
+        d,
+        vec![Decision::Preempt { job: 2, for_job: 9 }],
+        "one 2-GPU victim beats two 1-GPU ones"
+    );
+}
+
+#[test]
+fn preemption_never_touches_non_preemptible_or_equal_class_jobs() {
+    let not_preemptible = Scenario::default()
+        .node(2)
+        .running(1, 0, &[0, 1], None)
+        .queued_with(2, 1, |j| j.priority = Priority::High)
+        .run();
+    assert!(not_preemptible.is_empty());
+    let same_class = Scenario::default()
+        .node(2)
+        .running(1, 0, &[0, 1], None)
+        .with_last_running(preemptible(Priority::Normal))
+        .queued(2, 1)
+        .run();
+    assert!(same_class.is_empty());
+    let not_enough = Scenario::default()
+        .node(4)
+        .running(1, 0, &[0], None)
+        .with_last_running(preemptible(Priority::Low))
+        .running(2, 0, &[1, 2, 3], None)
+        .queued_with(3, 4, |j| j.priority = Priority::High)
+        .run();
+    assert!(
+        not_enough.is_empty(),
+        "preempting job 1 alone cannot make room: stop nothing"
+    );
+}
+
+#[test]
+fn no_second_preemption_while_victims_are_stopping() {
+    let d = Scenario::default()
+        .node(2)
+        .running(1, 0, &[0, 1], None)
+        .with_last_running(|r| {
+            r.preemptible = true;
+            r.priority = Priority::Low;
+            r.stopping = true;
+        })
+        .queued_with(2, 2, |j| j.priority = Priority::High)
+        .run();
+    assert!(d.is_empty());
+}
+
 /// A random workload: submissions and job ends interleaved, on random nodes.
 fn ops() -> impl Strategy<Value = (Vec<u32>, Vec<(bool, u32, u8)>)> {
     (
@@ -263,6 +357,7 @@ proptest! {
         let mut running: Vec<RunningJob> = Vec::new();
         let mut pending: Vec<PendingJob> = Vec::new();
         let mut asked: HashMap<JobId, u32> = HashMap::new();
+        let mut class: HashMap<JobId, (Priority, bool)> = HashMap::new();
         let mut next_id: JobId = 1;
         let mut now: Millis = 0;
         for (submit, gpus, pick) in ops {
@@ -275,8 +370,11 @@ proptest! {
                     gpus,
                     time_limit_ms: (pick % 2 == 0).then_some(pick as u64 * 10),
                     after: vec![],
+                    held: false,
+                    eligible_at: None,
                 });
                 asked.insert(next_id, gpus);
+                class.insert(next_id, ([Priority::Low, Priority::Normal, Priority::High][pick as usize % 3], pick % 5 < 2));
                 next_id += 1;
             } else if !running.is_empty() {
                 running.remove(pick as usize % running.len());
@@ -290,11 +388,25 @@ proptest! {
                         prop_assert_eq!(gpus.len() as u32, asked[&job]);
                         prop_assert!(gpus.iter().all(|g| nodes[node].gpus.contains(g)));
                         pending.retain(|p| p.id != job);
-                        running.push(RunningJob { id: job, node, gpus, ends_by: None });
+                        running.push(RunningJob {
+                            id: job,
+                            node,
+                            gpus,
+                            ends_by: None,
+                            priority: class[&job].0,
+                            preemptible: class[&job].1,
+                            stopping: false,
+                        });
                     }
                     Decision::Fail { job, .. } => {
                         prop_assert!(asked[&job] > *node_sizes.iter().max().unwrap());
                         pending.retain(|p| p.id != job);
+                    }
+                    Decision::Preempt { job, for_job } => {
+                        let victim = running.iter_mut().find(|r| r.id == job).unwrap();
+                        prop_assert!(victim.preemptible && !victim.stopping, "only preemptible jobs are stopped, once");
+                        prop_assert!(victim.priority < class[&for_job].0, "only for a higher class");
+                        victim.stopping = true;
                     }
                 }
             }

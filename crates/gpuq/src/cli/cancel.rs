@@ -1,7 +1,8 @@
 //! `gpuq cancel`: stop jobs (queued ones at once; running ones by the stop protocol).
 
-use super::{parse_id, CmdResult};
+use super::{parse_id, CliError, CmdResult};
 use gpuq_api::Client;
+use gpuq_core::Job;
 
 #[derive(clap::Args, Debug)]
 pub struct CancelArgs {
@@ -10,24 +11,34 @@ pub struct CancelArgs {
 }
 
 pub async fn run(client: &Client, args: CancelArgs) -> CmdResult {
-    let ids = args
-        .ids
+    for_each(client, &args.ids, "cancel", |job| {
+        if job.state.is_terminal() {
+            job.state.to_string()
+        } else {
+            "stopping (SIGTERM sent)".into()
+        }
+    })
+    .await
+}
+
+/// Applies a job action (cancel, requeue, hold, release) to each id, printing
+/// one line per job; the exit status is the worst of the failures.
+pub async fn for_each(
+    client: &Client,
+    ids: &[String],
+    action: &str,
+    describe: impl Fn(&Job) -> String,
+) -> CmdResult {
+    let ids = ids
         .iter()
         .map(|s| parse_id(s))
         .collect::<Result<Vec<_>, _>>()?;
     let mut status = 0;
     for id in ids {
-        match client.cancel(id).await {
-            Ok(job) => println!(
-                "job {id}: {}",
-                if job.state.is_terminal() {
-                    job.state.to_string()
-                } else {
-                    "stopping (SIGTERM sent)".into()
-                }
-            ),
+        match client.job_action(id, action).await {
+            Ok(job) => println!("job {id}: {}", describe(&job)),
             Err(e) => {
-                let e = super::CliError::from(e);
+                let e = CliError::from(e);
                 eprintln!("gpuq: {}", e.message);
                 status = status.max(e.code);
             }

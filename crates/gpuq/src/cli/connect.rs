@@ -12,7 +12,7 @@ pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
     let home = home::resolve_home();
     if let Some(url) = url.filter(|u| !u.trim().is_empty()) {
         let token = home::read_token(&home).unwrap_or_default();
-        return Ok(Client::new(&url, &token));
+        return Ok(Client::new(&url, &token, &home::current_user()));
     }
     if let Some(client) = running_daemon(&home).await {
         return Ok(client);
@@ -40,7 +40,7 @@ pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
 async fn running_daemon(home: &std::path::Path) -> Option<Client> {
     let daemon = DaemonFile::read(home)?;
     let token = home::read_token(home)?;
-    let client = Client::new(&daemon.url, &token);
+    let client = Client::new(&daemon.url, &token, &home::current_user());
     client.health().await.ok()?;
     Some(client)
 }

@@ -4,10 +4,13 @@
 mod cancel;
 mod completions;
 mod connect;
+mod drain;
 mod gpus;
+mod hold;
 mod logs;
 mod ls;
 mod output;
+mod requeue;
 mod run;
 mod show;
 mod submit;
@@ -47,6 +50,16 @@ enum Command {
     Logs(logs::LogsArgs),
     /// Cancel jobs (running ones get SIGTERM, then SIGKILL after their grace period).
     Cancel(cancel::CancelArgs),
+    /// Stop a running job and queue it again (it resumes from its checkpoint), or requeue an ended one.
+    Requeue(requeue::RequeueArgs),
+    /// Keep queued jobs from starting until released.
+    Hold(hold::HoldArgs),
+    /// Let held jobs start.
+    Release(hold::HoldArgs),
+    /// Stop starting new jobs (maintenance); running jobs continue.
+    Drain,
+    /// Start jobs again after a drain.
+    Undrain,
     /// Wait for jobs to end; exit status is the job's (several: 0 only if all succeeded).
     Wait(wait::WaitArgs),
     /// List GPUs and who holds them.
@@ -143,6 +156,11 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Logs(args) => logs::run(&client, args).await,
         Command::Cancel(args) => cancel::run(&client, args).await,
         Command::Wait(args) => wait::run(&client, args).await,
+        Command::Requeue(args) => requeue::run(&client, args).await,
+        Command::Hold(args) => hold::hold(&client, args).await,
+        Command::Release(args) => hold::release(&client, args).await,
+        Command::Drain => drain::run(&client, true).await,
+        Command::Undrain => drain::run(&client, false).await,
         Command::Gpus(args) => gpus::run(&client, args).await,
         Command::Server(_) | Command::Completions(_) => unreachable!("handled without a client"),
     }

@@ -25,6 +25,15 @@ pub struct SubmitArgs {
     /// Time between SIGTERM and SIGKILL when stopped [default: 30s].
     #[arg(long)]
     grace: Option<String>,
+    /// Send this signal first, SECONDS before the time limit (and first on preemption), e.g. USR1@90.
+    #[arg(long, value_name = "SIG@SECONDS")]
+    signal: Option<String>,
+    /// Delay before the first retry, doubled for each further one [default: 10s].
+    #[arg(long)]
+    retry_delay: Option<String>,
+    /// Makes a repeated submit (e.g. after a network error) return the first job instead of a new one.
+    #[arg(long)]
+    idempotency_key: Option<String>,
     #[arg(long)]
     project: Option<String>,
     /// Environment override, KEY=VALUE (repeatable).
@@ -83,6 +92,15 @@ impl SubmitArgs {
         if let Some(g) = &self.grace {
             spec.grace = Some(parse_duration("--grace", g)?);
         }
+        if let Some(sig) = &self.signal {
+            spec.signal = Some(
+                sig.parse()
+                    .map_err(|e| CliError::usage(format!("--signal: {e}")))?,
+            );
+        }
+        if let Some(d) = &self.retry_delay {
+            spec.retry_delay = Some(parse_duration("--retry-delay", d)?);
+        }
         if let Some(p) = &self.project {
             spec.project = Some(p.clone());
         }
@@ -129,6 +147,7 @@ pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError>
         cwd,
         env,
         user: crate::home::current_user(),
+        idempotency_key: args.idempotency_key.clone(),
     };
     Ok(client.submit(&req).await?)
 }

@@ -132,11 +132,61 @@ pub async fn show(
     }))
 }
 
+/// Who asks, as the client says (single-user daemon: the token holder).
+fn caller(headers: &HeaderMap) -> String {
+    headers
+        .get(gpuq_api::HEADER_USER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(crate::home::current_user)
+}
+
 pub async fn cancel(
     State(ctx): State<AppState>,
     Path(id): Path<JobId>,
+    headers: HeaderMap,
 ) -> ApiResult<Json<gpuq_core::Job>> {
-    Ok(Json(ctx.service.cancel(id)?))
+    Ok(Json(ctx.service.cancel(id, &caller(&headers))?))
+}
+
+pub async fn requeue(
+    State(ctx): State<AppState>,
+    Path(id): Path<JobId>,
+    headers: HeaderMap,
+) -> ApiResult<Json<gpuq_core::Job>> {
+    Ok(Json(ctx.service.requeue(id, &caller(&headers))?))
+}
+
+pub async fn hold(
+    State(ctx): State<AppState>,
+    Path(id): Path<JobId>,
+    headers: HeaderMap,
+) -> ApiResult<Json<gpuq_core::Job>> {
+    Ok(Json(ctx.service.hold(id, Some(&caller(&headers)))?))
+}
+
+pub async fn release(
+    State(ctx): State<AppState>,
+    Path(id): Path<JobId>,
+) -> ApiResult<Json<gpuq_core::Job>> {
+    Ok(Json(ctx.service.hold(id, None)?))
+}
+
+pub async fn queue(State(ctx): State<AppState>) -> Json<gpuq_api::QueueStatus> {
+    Json(gpuq_api::QueueStatus {
+        drained: ctx.service.drained(),
+    })
+}
+
+pub async fn drain(State(ctx): State<AppState>) -> ApiResult<Json<gpuq_api::QueueStatus>> {
+    ctx.service.set_drained(true)?;
+    Ok(queue(State(ctx)).await)
+}
+
+pub async fn undrain(State(ctx): State<AppState>) -> ApiResult<Json<gpuq_api::QueueStatus>> {
+    ctx.service.set_drained(false)?;
+    Ok(queue(State(ctx)).await)
 }
 
 #[derive(Deserialize)]

@@ -2,15 +2,19 @@
 //!
 //! Every state change is committed to the store (with its event row) before its
 //! side effect runs. The scheduler pass runs whenever something changed (submit,
-//! exit, cancel, GPU freed), with bursts coalesced by a `Notify`: no polling
-//! loop decides when a job starts.
+//! exit, cancel, release, a back-off timer), with bursts coalesced by a
+//! `Notify`: no polling loop decides when a job starts.
+
+mod outcome;
+mod recovery;
+mod stop;
 
 use crate::home::now_ms;
 use gpuq_api::{GpuStatus, SubmitRequest};
 use gpuq_core::scheduler::QueueKey;
 use gpuq_core::{
-    schedule, Decision, DependencyState, Job, JobId, JobSpec, JobState, Millis, Node, PendingJob,
-    RunningJob, ScheduleInput, SpecError,
+    schedule, Decision, DependencyState, EarlySignal, Job, JobId, JobState, Millis, Node,
+    PendingJob, RunningJob, ScheduleInput, SpecError,
 };
 use gpuq_exec::{ExitRecord, LaunchRequest, LocalExecutor};
 use gpuq_gpu::GpuInfo;
@@ -18,10 +22,13 @@ use gpuq_store::{AttemptEnd, NewJob, StartRecord, Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use stop::{Stop, StopCause};
 use tokio::sync::{watch, Notify};
 
 /// Default time between SIGTERM and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// How much of a failed attempt's log is searched for known causes (CUDA OOM).
+const LOG_TAIL_BYTES: u64 = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -35,20 +42,16 @@ pub enum ServiceError {
     Store(#[from] StoreError),
 }
 
-/// Why the daemon is stopping an attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum StopCause {
-    Cancel,
-    TimeLimit(String),
-}
-
 struct RunningAttempt {
     attempt: u32,
     node: usize,
     gpus: Vec<u32>,
     ends_by: Option<Millis>,
-    retries: u32,
-    stop: Option<StopCause>,
+    priority: gpuq_core::Priority,
+    preemptible: bool,
+    grace: Duration,
+    early_signal: Option<EarlySignal>,
+    stop: Option<Stop>,
 }
 
 struct Inner {
@@ -57,6 +60,7 @@ struct Inner {
     running: HashMap<JobId, RunningAttempt>,
     /// Every job's state, for dependency lookups.
     states: HashMap<JobId, JobState>,
+    drained: bool,
 }
 
 pub struct Service {
@@ -86,6 +90,7 @@ impl Service {
             let p = pending_of(&job);
             pending.insert(p.queue_key(), p);
         }
+        let drained = store.meta("drained")?.as_deref() == Some("1");
         let nodes = vec![Node {
             name: node_name,
             gpus: gpus.iter().map(|g| g.index).collect(),
@@ -98,6 +103,7 @@ impl Service {
                 pending,
                 running: HashMap::new(),
                 states,
+                drained,
             }),
             changed,
             wake_scheduler: Notify::new(),
@@ -122,6 +128,11 @@ impl Service {
 
     fn notify_changed(&self) {
         self.changed.send_modify(|v| *v += 1);
+    }
+
+    fn changed_and_reschedule(&self) {
+        self.notify_changed();
+        self.wake_scheduler.notify_one();
     }
 
     fn largest_node_gpus(&self) -> u32 {
@@ -167,22 +178,22 @@ impl Service {
                     return Err(SpecError::new("after", format!("job {dep} does not exist")).into());
                 }
             }
-            let job = inner.store.submit(
-                &NewJob {
-                    spec,
-                    user,
-                    cwd,
-                    env,
-                },
-                now,
-            )?;
-            let p = pending_of(&job);
-            inner.pending.insert(p.queue_key(), p);
-            inner.states.insert(job.id, JobState::Queued);
+            let new = NewJob {
+                spec,
+                user,
+                cwd,
+                env,
+                idempotency_key: req.idempotency_key,
+            };
+            let job = inner.store.submit(&new, now)?;
+            if !inner.states.contains_key(&job.id) {
+                let p = pending_of(&job);
+                inner.pending.insert(p.queue_key(), p);
+                inner.states.insert(job.id, JobState::Queued);
+            }
             job
         };
-        self.notify_changed();
-        self.wake_scheduler.notify_one();
+        self.changed_and_reschedule();
         Ok(job)
     }
 
@@ -200,35 +211,40 @@ impl Service {
         Ok(f(&self.lock().store)?)
     }
 
-    pub fn cancel(self: &Arc<Self>, id: JobId) -> Result<Job, ServiceError> {
+    fn state_of(&self, inner: &Inner, id: JobId) -> Result<JobState, ServiceError> {
+        inner
+            .states
+            .get(&id)
+            .copied()
+            .ok_or(ServiceError::NoSuchJob(id))
+    }
+
+    fn remove_pending(inner: &mut Inner, id: JobId) -> Option<PendingJob> {
+        let key = inner
+            .pending
+            .iter()
+            .find(|(_, p)| p.id == id)
+            .map(|(k, _)| *k)?;
+        inner.pending.remove(&key)
+    }
+
+    pub fn cancel(self: &Arc<Self>, id: JobId, by: &str) -> Result<Job, ServiceError> {
         let now = now_ms();
         let mut inner = self.lock();
-        let state = *inner.states.get(&id).ok_or(ServiceError::NoSuchJob(id))?;
-        match state {
+        match self.state_of(&inner, id)? {
             JobState::Queued | JobState::Preempted => {
-                inner
-                    .store
-                    .end_queued(&[(id, JobState::Cancelled, "cancelled".into())], now)?;
-                inner.pending.retain(|_, p| p.id != id);
+                inner.store.end_queued(
+                    &[(id, JobState::Cancelled, format!("cancelled by {by}"))],
+                    now,
+                )?;
+                Self::remove_pending(&mut inner, id);
                 inner.states.insert(id, JobState::Cancelled);
                 drop(inner);
-                self.notify_changed();
-                self.wake_scheduler.notify_one();
+                self.changed_and_reschedule();
             }
             JobState::Running => {
-                let already = inner.running.get(&id).is_some_and(|r| r.stop.is_some());
-                if !already {
-                    inner.store.record_event(
-                        id,
-                        "cancel_requested",
-                        "SIGTERM sent to the process group",
-                        now,
-                    )?;
-                    drop(inner);
-                    self.stop(id, StopCause::Cancel);
-                } else {
-                    drop(inner);
-                }
+                drop(inner);
+                self.stop(id, StopCause::Cancel { by: by.to_string() });
             }
             ended => {
                 return Err(ServiceError::Conflict(format!(
@@ -239,48 +255,71 @@ impl Service {
         self.job(id)
     }
 
-    /// The stop protocol: SIGTERM to the job's process group, then SIGKILL after the grace period.
-    fn stop(self: &Arc<Self>, id: JobId, cause: StopCause) {
-        let (attempt, grace) = {
-            let mut inner = self.lock();
-            let Some(run) = inner.running.get_mut(&id) else {
-                return;
-            };
-            if run.stop.is_some() {
-                return;
+    /// Running: stop it and queue it again. Ended: queue it again with a fresh retry budget.
+    pub fn requeue(self: &Arc<Self>, id: JobId, by: &str) -> Result<Job, ServiceError> {
+        let now = now_ms();
+        let mut inner = self.lock();
+        match self.state_of(&inner, id)? {
+            JobState::Running => {
+                drop(inner);
+                self.stop(id, StopCause::Requeue { by: by.to_string() });
             }
-            run.stop = Some(cause);
-            let attempt = run.attempt;
-            let grace = inner
-                .store
-                .job(id)
-                .ok()
-                .flatten()
-                .and_then(|j| j.spec.grace)
-                .map(|g| g.as_std())
-                .unwrap_or(DEFAULT_GRACE);
-            (attempt, grace)
-        };
-        let this = Arc::clone(self);
-        tokio::spawn(async move {
-            // The supervisor writes the process group id right after the spawn; a stop
-            // decided in that instant waits for it.
-            for _ in 0..100 {
-                if this
-                    .executor
-                    .signal(id, attempt, libc::SIGTERM)
-                    .unwrap_or(false)
-                    || !this.is_running(id, attempt)
-                {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+            JobState::Queued | JobState::Preempted => {
+                return Err(ServiceError::Conflict(format!(
+                    "job {id} is already queued"
+                )));
             }
-            tokio::time::sleep(grace).await;
-            if this.is_running(id, attempt) {
-                let _ = this.executor.signal(id, attempt, libc::SIGKILL);
+            _ended => {
+                inner.store.requeue_ended(id, by, now)?;
+                let job = inner.store.job(id)?.ok_or(ServiceError::NoSuchJob(id))?;
+                let p = pending_of(&job);
+                inner.pending.insert(p.queue_key(), p);
+                inner.states.insert(id, JobState::Queued);
+                drop(inner);
+                self.changed_and_reschedule();
             }
-        });
+        }
+        self.job(id)
+    }
+
+    /// Holds (`by: Some`) or releases a queued job.
+    pub fn hold(&self, id: JobId, by: Option<&str>) -> Result<Job, ServiceError> {
+        let now = now_ms();
+        let mut inner = self.lock();
+        let state = self.state_of(&inner, id)?;
+        if state != JobState::Queued {
+            let verb = if by.is_some() { "hold" } else { "release" };
+            return Err(ServiceError::Conflict(format!(
+                "job {id} is {state}; only queued jobs can be {verb}ed"
+            )));
+        }
+        let job = inner.store.job(id)?.ok_or(ServiceError::NoSuchJob(id))?;
+        if by.is_none() && job.held_by.is_none() {
+            return Err(ServiceError::Conflict(format!("job {id} is not held")));
+        }
+        inner.store.set_held(id, by, now)?;
+        if let Some(p) = inner.pending.values_mut().find(|p| p.id == id) {
+            p.held = by.is_some();
+        }
+        drop(inner);
+        self.changed_and_reschedule();
+        self.job(id)
+    }
+
+    /// Stops (or resumes) starting new jobs; running ones continue. Persisted across restarts.
+    pub fn set_drained(&self, drained: bool) -> Result<(), ServiceError> {
+        let mut inner = self.lock();
+        inner
+            .store
+            .set_meta("drained", if drained { "1" } else { "0" })?;
+        inner.drained = drained;
+        drop(inner);
+        self.changed_and_reschedule();
+        Ok(())
+    }
+
+    pub fn drained(&self) -> bool {
+        self.lock().drained
     }
 
     fn is_running(&self, id: JobId, attempt: u32) -> bool {
@@ -314,6 +353,10 @@ impl Service {
         Ok(out)
     }
 
+    pub fn log_path(&self, id: JobId, attempt: u32) -> std::path::PathBuf {
+        self.executor.job_dir(id).log(attempt)
+    }
+
     /// Runs the scheduler whenever woken; never returns.
     pub async fn scheduler_loop(self: Arc<Self>) {
         loop {
@@ -323,11 +366,11 @@ impl Service {
         }
     }
 
-    /// One pass: decide, commit, then launch. Returns true when jobs were failed
+    /// One pass: decide, commit, then act. Returns true when jobs were failed
     /// (their dependents need another look).
     fn schedule_pass(self: &Arc<Self>) -> bool {
         let now = now_ms();
-        let (launches, failed_any) = {
+        let (launches, preemptions, failed_any) = {
             let mut inner = self.lock();
             if inner.pending.is_empty() {
                 return false;
@@ -340,6 +383,9 @@ impl Service {
                     node: r.node,
                     gpus: r.gpus.clone(),
                     ends_by: r.ends_by,
+                    priority: r.priority,
+                    preemptible: r.preemptible,
+                    stopping: r.stop.is_some(),
                 })
                 .collect();
             let states = &inner.states;
@@ -354,14 +400,16 @@ impl Service {
                 nodes: &self.nodes,
                 running: &running,
                 dependency: &lookup,
-                drained: false,
+                drained: inner.drained,
             };
             let decisions = schedule(&input, inner.pending.values());
+            self.arm_back_off_wake(&inner, now);
             if decisions.is_empty() {
                 return false;
             }
             let mut starts = Vec::new();
             let mut fails = Vec::new();
+            let mut preemptions = Vec::new();
             for d in decisions {
                 match d {
                     Decision::Start { job, node, gpus } => starts.push(StartRecord {
@@ -370,6 +418,7 @@ impl Service {
                         gpus,
                     }),
                     Decision::Fail { job, reason } => fails.push((job, JobState::Failed, reason)),
+                    Decision::Preempt { job, for_job } => preemptions.push((job, for_job)),
                 }
             }
             if let Err(e) = inner.store.end_queued(&fails, now) {
@@ -384,71 +433,97 @@ impl Service {
                 }
             };
             for (id, _, _) in &fails {
-                inner.pending.retain(|_, p| p.id != *id);
+                Self::remove_pending(&mut inner, *id);
                 inner.states.insert(*id, JobState::Failed);
             }
             let mut launches = Vec::with_capacity(starts.len());
             for (start, attempt) in starts.into_iter().zip(attempts) {
-                let key = inner
-                    .pending
-                    .iter()
-                    .find(|(_, p)| p.id == start.job)
-                    .map(|(k, _)| *k);
-                let Some(p) = key.and_then(|k| inner.pending.remove(&k)) else {
+                if Self::remove_pending(&mut inner, start.job).is_none() {
                     continue;
-                };
-                let ends_by = p.time_limit_ms.map(|t| now + t as i64);
+                }
                 inner.states.insert(start.job, JobState::Running);
+                // The running entry goes in under the same lock as the commit: the next
+                // pass must see these GPUs as held.
+                let info = inner.store.launch_info(start.job);
+                let spec = info.as_ref().ok().map(|i| &i.spec);
                 inner.running.insert(
                     start.job,
                     RunningAttempt {
                         attempt,
                         node: 0,
                         gpus: start.gpus.clone(),
-                        ends_by,
-                        retries: 0,
+                        ends_by: spec
+                            .and_then(|s| s.time_limit)
+                            .map(|t| now + t.as_millis() as i64),
+                        priority: spec.map(|s| s.priority).unwrap_or_default(),
+                        preemptible: spec.is_some_and(|s| s.preemptible),
+                        grace: spec
+                            .and_then(|s| s.grace)
+                            .map(|g| g.as_std())
+                            .unwrap_or(DEFAULT_GRACE),
+                        early_signal: spec.and_then(|s| s.signal),
                         stop: None,
                     },
                 );
-                launches.push((start.job, attempt, start.gpus, p.time_limit_ms));
+                launches.push((
+                    start.job,
+                    attempt,
+                    start.gpus,
+                    info.map_err(|e| e.to_string()),
+                ));
             }
-            (launches, !fails.is_empty())
+            (launches, preemptions, !fails.is_empty())
         };
         self.notify_changed();
-        for (job, attempt, gpus, time_limit) in launches {
-            self.launch(job, attempt, &gpus, time_limit);
+        for (job, attempt, gpus, info) in launches {
+            self.launch(job, attempt, &gpus, info);
+        }
+        for (victim, for_job) in preemptions {
+            self.stop(victim, StopCause::Preempt { for_job });
         }
         failed_any
     }
 
-    fn launch(self: &Arc<Self>, id: JobId, attempt: u32, gpus: &[u32], time_limit_ms: Option<u64>) {
-        let prepared = {
-            let mut inner = self.lock();
-            inner
-                .store
-                .launch_info(id)
-                .map_err(|e| e.to_string())
-                .and_then(|info| {
-                    if let Some(r) = inner.running.get_mut(&id) {
-                        r.retries = info.spec.retries;
-                    }
-                    let req = LaunchRequest {
-                        job: id,
-                        attempt,
-                        gpus,
-                        argv: &info.argv,
-                        cwd: &info.cwd,
-                        env: &info.env,
-                    };
-                    self.executor.prepare(&req).map_err(|e| e.to_string())
-                })
-        };
-        let child = prepared.and_then(|cmd| {
-            tokio::process::Command::from(cmd)
+    /// A retry in back-off becomes eligible later: wake the scheduler then (a timer event).
+    fn arm_back_off_wake(self: &Arc<Self>, inner: &Inner, now: Millis) {
+        let next = inner
+            .pending
+            .values()
+            .filter_map(|p| p.eligible_at)
+            .filter(|&t| t > now)
+            .min();
+        if let Some(at) = next {
+            let this = Arc::clone(self);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis((at - now) as u64)).await;
+                this.wake_scheduler.notify_one();
+            });
+        }
+    }
+
+    fn launch(
+        self: &Arc<Self>,
+        id: JobId,
+        attempt: u32,
+        gpus: &[u32],
+        info: Result<gpuq_store::LaunchInfo, String>,
+    ) {
+        let spawned = info.and_then(|info| {
+            let req = LaunchRequest {
+                job: id,
+                attempt,
+                gpus,
+                argv: &info.argv,
+                cwd: &info.cwd,
+                env: &info.env,
+            };
+            let cmd = self.executor.prepare(&req).map_err(|e| e.to_string())?;
+            let child = tokio::process::Command::from(cmd)
                 .spawn()
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            Ok((child, info.spec.time_limit, info.spec.signal))
         });
-        let mut child = match child {
+        let (mut child, limit, early) = match spawned {
             Ok(c) => c,
             Err(why) => {
                 tracing::warn!("job {id} attempt {attempt} could not start: {why}");
@@ -462,21 +537,14 @@ impl Service {
                 return;
             }
         };
-        if let Some(limit) = time_limit_ms {
-            let this = Arc::clone(self);
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(limit)).await;
-                if this.is_running(id, attempt) {
-                    let text = gpuq_core::DurationSpec::from_millis(limit).to_string();
-                    let _ = this.lock().store.record_event(
-                        id,
-                        "time_limit",
-                        &format!("time limit {text} reached"),
-                        now_ms(),
-                    );
-                    this.stop(id, StopCause::TimeLimit(text));
-                }
-            });
+        if let Some(limit) = limit {
+            self.arm_time_limit(
+                id,
+                attempt,
+                limit.as_millis() as i64,
+                limit.to_string(),
+                early,
+            );
         }
         let this = Arc::clone(self);
         tokio::spawn(async move {
@@ -486,44 +554,37 @@ impl Service {
         });
     }
 
-    /// Commits the end of an attempt and frees its resources.
+    /// Commits the end of an attempt, decides what becomes of the job, and frees its resources.
     fn attempt_ended(&self, id: JobId, attempt: u32, record: Option<ExitRecord>) {
         let now = now_ms();
+        let log_tail = self.executor.log_tail(id, attempt, LOG_TAIL_BYTES);
         {
             let mut inner = self.lock();
             let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else {
                 return;
             };
             let stop = run.stop.clone();
-            let retries = run.retries;
-            let (exit_code, signal, how) = match &record {
-                Some(r) => (r.exit_code, r.signal, r.describe()),
-                None => (
-                    None,
-                    None,
-                    "the supervisor vanished without recording an exit status".to_string(),
-                ),
+            let Ok(Some(job)) = inner.store.job(id) else {
+                return;
             };
-            let (next_state, reason) = match (&stop, exit_code) {
-                (Some(StopCause::Cancel), _) => (JobState::Cancelled, format!("cancelled ({how})")),
-                (Some(StopCause::TimeLimit(limit)), _) => (
-                    JobState::Failed,
-                    format!("time limit {limit} reached ({how})"),
-                ),
-                (None, Some(0)) if signal.is_none() => (JobState::Succeeded, how),
-                (None, _) if attempt <= retries => (
-                    JobState::Queued,
-                    format!("{how}; retry {attempt} of {retries}"),
-                ),
-                (None, _) => (JobState::Failed, how),
-            };
+            let out = outcome::classify(&outcome::Ended {
+                record: record.as_ref(),
+                stop: stop.as_ref(),
+                spec: &job.spec,
+                failures: job.failures,
+                log_tail: &log_tail,
+                now,
+            });
             let end = AttemptEnd {
                 job: id,
                 attempt,
-                exit_code,
-                signal,
-                next_state,
-                reason,
+                exit_code: record.as_ref().and_then(|r| r.exit_code),
+                signal: record.as_ref().and_then(|r| r.signal),
+                next_state: out.next_state,
+                reason: out.reason,
+                failures: out.failures,
+                eligible_at: out.eligible_at,
+                event: out.event.to_string(),
             };
             if let Err(e) = inner.store.finish_attempt(&end, now) {
                 // Leave it running in memory: freeing GPUs the store still shows as held
@@ -532,81 +593,27 @@ impl Service {
                 return;
             }
             inner.running.remove(&id);
-            inner.states.insert(id, next_state);
-            if next_state == JobState::Queued {
+            inner.states.insert(id, out.next_state);
+            if out.next_state == JobState::Queued {
                 if let Ok(Some(job)) = inner.store.job(id) {
                     let p = pending_of(&job);
                     inner.pending.insert(p.queue_key(), p);
                 }
             }
         }
-        self.notify_changed();
-        self.wake_scheduler.notify_one();
-    }
-
-    /// After a restart: attempts recorded as running get their real end from the
-    /// exit record, or are watched until they write one.
-    pub fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
-        let running = self.lock().store.list(&gpuq_store::ListFilter {
-            states: vec![JobState::Running],
-            limit: None,
-        })?;
-        for job in running {
-            let retries = job.spec.retries;
-            let ends_by = job
-                .spec
-                .time_limit
-                .zip(job.started_at)
-                .map(|(t, s)| s + t.as_millis() as i64);
-            self.lock().running.insert(
-                job.id,
-                RunningAttempt {
-                    attempt: job.attempt,
-                    node: 0,
-                    gpus: job.gpus.clone(),
-                    ends_by,
-                    retries,
-                    stop: None,
-                },
-            );
-            let this = Arc::clone(self);
-            let dir = self.executor.job_dir(job.id);
-            let attempt = job.attempt;
-            tokio::spawn(async move {
-                // Not our child any more: watch for the exit record the supervisor writes.
-                loop {
-                    if let Some(record) = ExitRecord::read(&dir, attempt) {
-                        this.attempt_ended(job.id, attempt, Some(record));
-                        break;
-                    }
-                    let alive = this.executor.signal(job.id, attempt, 0).unwrap_or(false);
-                    if !alive && ExitRecord::read(&dir, attempt).is_none() {
-                        this.attempt_ended(job.id, attempt, None);
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-            });
-        }
-        self.wake_scheduler.notify_one();
-        Ok(())
+        self.changed_and_reschedule();
     }
 }
 
 fn pending_of(job: &Job) -> PendingJob {
-    let spec: &JobSpec = &job.spec;
     PendingJob {
         id: job.id,
         priority: job.priority,
         submitted_at: job.submitted_at,
         gpus: job.gpus_requested,
-        time_limit_ms: spec.time_limit.map(|t| t.as_millis()),
-        after: spec.after.clone(),
-    }
-}
-
-impl Service {
-    pub fn log_path(&self, id: JobId, attempt: u32) -> std::path::PathBuf {
-        self.executor.job_dir(id).log(attempt)
+        time_limit_ms: job.spec.time_limit.map(|t| t.as_millis()),
+        after: job.spec.after.clone(),
+        held: job.held_by.is_some(),
+        eligible_at: job.eligible_at,
     }
 }

@@ -1,0 +1,198 @@
+//! Start-up recovery: what a previous daemon left running.
+//!
+//! For each attempt the store records as running:
+//! - its supervisor wrote an exit record: the attempt ended while no daemon ran;
+//!   record its real status;
+//! - its supervisor still holds the attempt's lock: the job is running; adopt it
+//!   (watch for the exit record, re-arm its time limit, finish a pending stop);
+//! - neither: the supervisor is gone without a record. After a reboot (the boot
+//!   id changed) the job is requeued with cause `node restarted`; otherwise the
+//!   daemon died between committing the start and the spawn, and the attempt
+//!   never ran: it is requeued. A cancel that was pending ends it as cancelled.
+
+use super::stop::{Stop, StopCause, StopStep};
+use super::{pending_of, RunningAttempt, Service, DEFAULT_GRACE};
+use crate::home::now_ms;
+use gpuq_core::{JobId, JobState};
+use gpuq_exec::ExitRecord;
+use gpuq_store::{AttemptEnd, StoreError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often an adopted attempt (not the daemon's child) is checked for its end.
+const ADOPTED_CHECK: Duration = Duration::from_millis(100);
+
+/// This boot of the machine: `GPUQ_BOOT_ID` (for containers and tests), else the kernel's boot id.
+pub fn current_boot_id() -> String {
+    std::env::var("GPUQ_BOOT_ID")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+impl Service {
+    pub fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
+        let boot_id = current_boot_id();
+        let running = {
+            let mut inner = self.lock();
+            let previous = inner.store.meta("boot_id")?;
+            inner.store.set_meta("boot_id", &boot_id)?;
+            let rebooted = previous.is_some_and(|p| p != boot_id);
+            if rebooted {
+                tracing::info!("the machine restarted since the last daemon ran");
+            }
+            let jobs = inner.store.list(&gpuq_store::ListFilter {
+                states: vec![JobState::Running],
+                limit: None,
+            })?;
+            let mut out = Vec::new();
+            for job in jobs {
+                let stop = inner
+                    .store
+                    .stop_of(job.id, job.attempt)?
+                    .and_then(|s| serde_json::from_str::<StopCause>(&s).ok())
+                    .map(|cause| Stop {
+                        cause,
+                        step: StopStep::Term,
+                    });
+                let spec = &job.spec;
+                inner.running.insert(
+                    job.id,
+                    RunningAttempt {
+                        attempt: job.attempt,
+                        node: 0,
+                        gpus: job.gpus.clone(),
+                        ends_by: spec
+                            .time_limit
+                            .zip(job.started_at)
+                            .map(|(t, s)| s + t.as_millis() as i64),
+                        priority: spec.priority,
+                        preemptible: spec.preemptible,
+                        grace: spec.grace.map(|g| g.as_std()).unwrap_or(DEFAULT_GRACE),
+                        early_signal: spec.signal,
+                        stop: None,
+                    },
+                );
+                out.push((job, stop, rebooted));
+            }
+            out
+        };
+        for (job, stop, rebooted) in running {
+            let (id, attempt) = (job.id, job.attempt);
+            if let Some(record) = ExitRecord::read(&self.executor.job_dir(id), attempt) {
+                self.set_stop_state(id, stop);
+                tracing::info!(
+                    "job {id} attempt {attempt} ended while no daemon ran: {}",
+                    record.describe()
+                );
+                self.attempt_ended(id, attempt, Some(record));
+            } else if self.executor.supervisor_alive(id, attempt) {
+                tracing::info!("job {id} attempt {attempt} is still running: adopted");
+                self.adopt(id, attempt);
+                match stop {
+                    // The stop was under way: carry it out again from SIGTERM.
+                    Some(stop) => self.stop(id, stop.cause),
+                    None => {
+                        if let (Some(limit), Some(started)) = (job.spec.time_limit, job.started_at)
+                        {
+                            let remaining = started + limit.as_millis() as i64 - now_ms();
+                            self.arm_time_limit(
+                                id,
+                                attempt,
+                                remaining,
+                                limit.to_string(),
+                                job.spec.signal,
+                            );
+                        }
+                    }
+                }
+            } else {
+                let cause = if rebooted {
+                    "node restarted"
+                } else {
+                    "the daemon stopped before the attempt could start"
+                };
+                self.end_vanished_attempt(id, attempt, stop, cause)?;
+            }
+        }
+        self.wake_scheduler.notify_one();
+        Ok(())
+    }
+
+    fn set_stop_state(&self, id: JobId, stop: Option<Stop>) {
+        if let Some(run) = self.lock().running.get_mut(&id) {
+            run.stop = stop;
+        }
+    }
+
+    /// Watches an attempt whose supervisor is not our child.
+    fn adopt(self: &Arc<Self>, id: JobId, attempt: u32) {
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            let dir = this.executor.job_dir(id);
+            loop {
+                tokio::time::sleep(ADOPTED_CHECK).await;
+                if !this.is_running(id, attempt) {
+                    return;
+                }
+                if let Some(record) = ExitRecord::read(&dir, attempt) {
+                    this.attempt_ended(id, attempt, Some(record));
+                    return;
+                }
+                if !this.executor.supervisor_alive(id, attempt) {
+                    // It may have written the record just before exiting.
+                    let record = ExitRecord::read(&dir, attempt);
+                    this.attempt_ended(id, attempt, record);
+                    return;
+                }
+            }
+        });
+    }
+
+    /// An attempt without a supervisor or an exit record: requeue it (or finish a pending cancel).
+    fn end_vanished_attempt(
+        &self,
+        id: JobId,
+        attempt: u32,
+        stop: Option<Stop>,
+        cause: &str,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut inner = self.lock();
+        let Some(job) = inner.store.job(id)? else {
+            return Ok(());
+        };
+        let (next_state, reason, event) = match stop.map(|s| s.cause) {
+            Some(StopCause::Cancel { by }) => (
+                JobState::Cancelled,
+                format!("cancelled by {by}; {cause}"),
+                "cancelled",
+            ),
+            _ => (JobState::Queued, format!("requeued: {cause}"), "requeued"),
+        };
+        let end = AttemptEnd {
+            job: id,
+            attempt,
+            exit_code: None,
+            signal: None,
+            next_state,
+            reason,
+            failures: job.failures,
+            eligible_at: None,
+            event: event.into(),
+        };
+        inner.store.finish_attempt(&end, now)?;
+        inner.running.remove(&id);
+        inner.states.insert(id, next_state);
+        if next_state == JobState::Queued {
+            if let Some(job) = inner.store.job(id)? {
+                let p = pending_of(&job);
+                inner.pending.insert(p.queue_key(), p);
+            }
+        }
+        tracing::info!("job {id} attempt {attempt}: {}", end.reason);
+        Ok(())
+    }
+}
