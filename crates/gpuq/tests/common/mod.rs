@@ -13,6 +13,7 @@ pub struct Daemon {
     pub url: String,
     child: Option<Child>,
     gpus: String,
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -23,6 +24,7 @@ impl Daemon {
             url: String::new(),
             child: None,
             gpus: gpus.to_string(),
+            env: Vec::new(),
         };
         d.spawn();
         d
@@ -38,6 +40,7 @@ impl Daemon {
         let child = Command::new(GPUQ)
             .args(["server", "--listen", "127.0.0.1:0", "--gpus", &self.gpus])
             .env("GPUQ_HOME", self.home.path())
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -66,6 +69,11 @@ impl Daemon {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// An environment variable for the daemon from its next start on.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.push((key.to_string(), value.to_string()));
     }
 
     pub fn restart(&mut self) {

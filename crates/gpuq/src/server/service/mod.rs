@@ -288,9 +288,9 @@ impl Service {
         let mut inner = self.lock();
         let state = self.state_of(&inner, id)?;
         if state != JobState::Queued {
-            let verb = if by.is_some() { "hold" } else { "release" };
+            let verb = if by.is_some() { "held" } else { "released" };
             return Err(ServiceError::Conflict(format!(
-                "job {id} is {state}; only queued jobs can be {verb}ed"
+                "job {id} is {state}; only queued jobs can be {verb}"
             )));
         }
         let job = inner.store.job(id)?.ok_or(ServiceError::NoSuchJob(id))?;
