@@ -135,6 +135,8 @@ impl SpecError {
 /// Upper bound on GPUs a single job may ask for; larger values are typos.
 pub const MAX_GPUS_PER_JOB: u32 = 1024;
 const MAX_NAME_LEN: usize = 200;
+/// Linux's limit on one `KEY=VALUE` string handed to exec (MAX_ARG_STRLEN).
+const MAX_ENV_ENTRY: usize = 128 * 1024;
 
 impl JobSpec {
     /// Checks what can be checked without knowing the cluster.
@@ -203,6 +205,12 @@ impl JobSpec {
                 return Err(SpecError::new(
                     format!("env.{key}"),
                     "the value contains a NUL byte",
+                ));
+            }
+            if key.len() + value.len() + 1 >= MAX_ENV_ENTRY {
+                return Err(SpecError::new(
+                    format!("env.{key}"),
+                    "the value is longer than Linux lets a program receive (128 KiB); pass it in a file",
                 ));
             }
         }
@@ -292,6 +300,9 @@ mod tests {
         let mut s = cmd(&["x"]);
         s.env.insert("1BAD".into(), "v".into());
         assert_eq!(s.validate().unwrap_err().field, "env.1BAD");
+        let mut s = cmd(&["x"]);
+        s.env.insert("HUGE".into(), "x".repeat(200_000));
+        assert_eq!(s.validate().unwrap_err().field, "env.HUGE");
         let mut s = cmd(&["x"]);
         s.after = vec![3, 3];
         assert_eq!(s.validate().unwrap_err().field, "after");

@@ -18,7 +18,10 @@ const MIN_KILLS: usize = 20;
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
 }
@@ -35,9 +38,15 @@ fn client(home: &std::path::Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn no_job_is_lost_or_run_twice_when_the_daemon_is_killed_at_random() {
-    let seed = std::env::var("GPUQ_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let seed = std::env::var("GPUQ_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
     eprintln!("crash test seed: {seed} (replay with GPUQ_CRASH_SEED={seed})");
     let mut rng = Lcg(seed);
     let mut d = Daemon::start("none");
@@ -49,9 +58,24 @@ fn no_job_is_lost_or_run_twice_when_the_daemon_is_killed_at_random() {
         let (home, ran, done) = (home.clone(), ran.clone(), done.clone());
         std::thread::spawn(move || {
             for i in 0..JOBS {
-                let script = format!("echo $GPUQ_JOB_ID >> {}; sleep 0.0{}; exit {}", ran.display(), i % 4, if i % 5 == 0 { 3 } else { 0 });
+                let script = format!(
+                    "echo $GPUQ_JOB_ID >> {}; sleep 0.0{}; exit {}",
+                    ran.display(),
+                    i % 4,
+                    if i % 5 == 0 { 3 } else { 0 }
+                );
                 let (name, key) = (format!("crash-{i}"), format!("crash-test-{i}"));
-                let args = ["submit", "--name", &name, "--idempotency-key", &key, "--", "sh", "-c", &script];
+                let args = [
+                    "submit",
+                    "--name",
+                    &name,
+                    "--idempotency-key",
+                    &key,
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ];
                 let deadline = Instant::now() + Duration::from_secs(60);
                 // The daemon may be down, or die after committing but before answering:
                 // resubmitting with the same key is safe.
@@ -78,10 +102,20 @@ fn no_job_is_lost_or_run_twice_when_the_daemon_is_killed_at_random() {
         let out = client(&home, &["ls", "--all", "--json"]);
         assert!(out.status.success(), "{}", stderr(&out));
         let jobs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
-        if jobs.len() == JOBS && jobs.iter().all(|j| ["succeeded", "failed"].contains(&j["state"].as_str().unwrap())) {
+        if jobs.len() == JOBS
+            && jobs
+                .iter()
+                .all(|j| ["succeeded", "failed"].contains(&j["state"].as_str().unwrap()))
+        {
             break jobs;
         }
-        assert!(Instant::now() < deadline, "jobs did not all end: {:?}", jobs.iter().filter(|j| j["state"] != "succeeded" && j["state"] != "failed").collect::<Vec<_>>());
+        assert!(
+            Instant::now() < deadline,
+            "jobs did not all end: {:?}",
+            jobs.iter()
+                .filter(|j| j["state"] != "succeeded" && j["state"] != "failed")
+                .collect::<Vec<_>>()
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
 
@@ -92,12 +126,36 @@ fn no_job_is_lost_or_run_twice_when_the_daemon_is_killed_at_random() {
     assert_eq!(jobs.len(), JOBS, "one job per submit, none duplicated");
     for job in &jobs {
         let id = job["id"].as_u64().unwrap();
-        let i: usize = job["name"].as_str().unwrap().strip_prefix("crash-").unwrap().parse().unwrap();
-        assert_eq!(runs.get(&id), Some(&1), "job {id} (#{i}) ran {:?} times", runs.get(&id));
-        let (state, code) = if i % 5 == 0 { ("failed", 3) } else { ("succeeded", 0) };
-        assert_eq!((job["state"].as_str(), job["exit_code"].as_i64()), (Some(state), Some(code)), "{job}");
+        let i: usize = job["name"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("crash-")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            runs.get(&id),
+            Some(&1),
+            "job {id} (#{i}) ran {:?} times",
+            runs.get(&id)
+        );
+        let (state, code) = if i % 5 == 0 {
+            ("failed", 3)
+        } else {
+            ("succeeded", 0)
+        };
+        assert_eq!(
+            (job["state"].as_str(), job["exit_code"].as_i64()),
+            (Some(state), Some(code)),
+            "{job}"
+        );
     }
     assert_eq!(runs.len(), JOBS, "no job ran that was not submitted");
-    let restarted = jobs.iter().filter(|j| j["attempt"].as_u64() > Some(1)).count();
-    eprintln!("{restarted} jobs needed a second attempt (their first was committed but never spawned)");
+    let restarted = jobs
+        .iter()
+        .filter(|j| j["attempt"].as_u64() > Some(1))
+        .count();
+    eprintln!(
+        "{restarted} jobs needed a second attempt (their first was committed but never spawned)"
+    );
 }

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 pub const GPUQ: &str = env!("CARGO_BIN_EXE_gpuq");
 
 pub struct Daemon {
-    pub home: tempfile::TempDir,
+    /// Keeps a temporary home alive (None when the test chose the directory).
+    _temp: Option<tempfile::TempDir>,
+    home: std::path::PathBuf,
     pub url: String,
     child: Option<Child>,
     gpus: String,
@@ -18,8 +20,20 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(gpus: &str) -> Self {
-        let home = tempfile::tempdir().expect("temp home");
+        let temp = tempfile::tempdir().expect("temp home");
+        let home = temp.path().to_path_buf();
+        Self::launch(Some(temp), home, gpus)
+    }
+
+    /// A daemon whose GPUQ_HOME is `home` (created if needed).
+    pub fn start_in(home: &Path, gpus: &str) -> Self {
+        std::fs::create_dir_all(home).unwrap();
+        Self::launch(None, home.to_path_buf(), gpus)
+    }
+
+    fn launch(temp: Option<tempfile::TempDir>, home: std::path::PathBuf, gpus: &str) -> Self {
         let mut d = Daemon {
+            _temp: temp,
             home,
             url: String::new(),
             child: None,
@@ -31,15 +45,15 @@ impl Daemon {
     }
 
     fn spawn(&mut self) {
-        let _ = std::fs::remove_file(self.home.path().join("daemon.json"));
+        let _ = std::fs::remove_file(self.home.as_path().join("daemon.json"));
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.home.path().join("test-daemon.log"))
+            .open(self.home.as_path().join("test-daemon.log"))
             .unwrap();
         let child = Command::new(GPUQ)
             .args(["server", "--listen", "127.0.0.1:0", "--gpus", &self.gpus])
-            .env("GPUQ_HOME", self.home.path())
+            .env("GPUQ_HOME", self.home.as_path())
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -49,7 +63,7 @@ impl Daemon {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(text) = std::fs::read_to_string(self.home.path().join("daemon.json")) {
+            if let Ok(text) = std::fs::read_to_string(self.home.as_path().join("daemon.json")) {
                 let v: serde_json::Value = serde_json::from_str(&text).unwrap();
                 self.url = v["url"].as_str().unwrap().to_string();
                 return;
@@ -82,17 +96,17 @@ impl Daemon {
     }
 
     pub fn daemon_log(&self) -> String {
-        std::fs::read_to_string(self.home.path().join("test-daemon.log")).unwrap_or_default()
+        std::fs::read_to_string(self.home.as_path().join("test-daemon.log")).unwrap_or_default()
     }
 
     pub fn path(&self) -> &Path {
-        self.home.path()
+        self.home.as_path()
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(GPUQ);
         c.args(args)
-            .env("GPUQ_HOME", self.home.path())
+            .env("GPUQ_HOME", self.home.as_path())
             .env("GPUQ_URL", &self.url)
             .env("GPUQ_NO_AUTOSTART", "1")
             .env("NO_COLOR", "1");
@@ -133,11 +147,11 @@ impl Daemon {
     }
 
     pub fn token(&self) -> String {
-        std::fs::read_to_string(self.home.path().join("token")).unwrap()
+        std::fs::read_to_string(self.home.as_path().join("token")).unwrap()
     }
 
     pub fn job_dir(&self, id: u64) -> PathBuf {
-        self.home.path().join("jobs").join(id.to_string())
+        self.home.as_path().join("jobs").join(id.to_string())
     }
 }
 
