@@ -62,7 +62,7 @@ fn no_job_is_lost_or_run_twice_when_the_daemon_is_killed_at_random() {
                     "echo $GPUQ_JOB_ID >> {}; sleep 0.0{}; exit {}",
                     ran.display(),
                     i % 4,
-                    if i % 5 == 0 { 3 } else { 0 }
+                    if i.is_multiple_of(5) { 3 } else { 0 }
                 );
                 let (name, key) = (format!("crash-{i}"), format!("crash-test-{i}"));
                 let args = [
@@ -139,7 +139,7 @@ fn no_job_is_lost_or_run_twice_when_the_daemon_is_killed_at_random() {
             "job {id} (#{i}) ran {:?} times",
             runs.get(&id)
         );
-        let (state, code) = if i % 5 == 0 {
+        let (state, code) = if i.is_multiple_of(5) {
             ("failed", 3)
         } else {
             ("succeeded", 0)
