@@ -82,3 +82,101 @@ fn pytorch_trainer_resumes_after_a_crash_to_the_same_result() {
         "resuming changed the result"
     );
 }
+
+/// Steps of the metrics file, in the order they were logged (val lines have a step too).
+fn logged_steps(d: &Daemon, id: u64) -> Vec<u64> {
+    std::fs::read_to_string(d.job_dir(id).join("metrics.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("loss").is_some())
+        .filter_map(|v| v["step"].as_u64())
+        .collect()
+}
+
+#[test]
+fn pytorch_trainer_requeued_mid_run_continues_from_its_checkpoint() {
+    let d = Daemon::start("sim:1");
+    let py = python();
+    let args = [
+        "examples/pytorch/train.py",
+        "--steps",
+        "300",
+        "--batch-size",
+        "64",
+        "--log-every",
+        "1",
+        "--ckpt-every",
+        "0",
+        "--device",
+        "cpu",
+    ];
+    let mut submit = vec!["submit", "--gpus", "1", "--grace", "30s", "--", py.as_str()];
+    submit.extend(args);
+    let out = d.cmd(&submit).current_dir(repo()).output().unwrap();
+    let id: u64 = stdout(&out)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{}", stderr(&out)));
+    assert!(
+        eventually(std::time::Duration::from_secs(120), || logged_steps(&d, id)
+            .len()
+            >= 40),
+        "the trainer did not get going: {}",
+        d.ok(&["logs", &id.to_string()])
+    );
+    d.ok(&["requeue", &id.to_string()]);
+    let job = d.wait(id);
+    assert_eq!(
+        (job["state"].as_str(), job["attempt"].as_u64()),
+        (Some("succeeded"), Some(2)),
+        "{job}"
+    );
+    assert!(job["attempts"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("requeued by"));
+
+    let first = d.ok(&["logs", &id.to_string(), "--attempt", "1"]);
+    let saved: u64 = first
+        .lines()
+        .find_map(|l| l.strip_prefix("stop requested: saved step "))
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("attempt 1 did not save on SIGTERM:\n{first}"))
+        .parse()
+        .unwrap();
+    let second = d.ok(&["logs", &id.to_string(), "--attempt", "2"]);
+    assert!(
+        second.contains(&format!("resumed from step {saved} (attempt 2)")),
+        "{second}"
+    );
+    assert!(second.contains("done step=300"), "{second}");
+
+    let steps = logged_steps(&d, id);
+    assert!(
+        saved >= 40 && saved < 300,
+        "stopped mid-run at step {saved}"
+    );
+    assert_eq!(
+        steps.iter().filter(|&&s| s == 1).count(),
+        1,
+        "the global step was never reset"
+    );
+    let mut expected: Vec<u64> = (1..=saved).collect();
+    expected.extend(saved + 1..=300);
+    let mut dedup = steps.clone();
+    dedup.dedup();
+    assert_eq!(
+        dedup, expected,
+        "every step logged once, in order, through the requeue"
+    );
+
+    let mut straight = vec!["run", "--gpus", "1", "--", py.as_str()];
+    straight.extend(args);
+    let out = d.cmd(&straight).current_dir(repo()).output().unwrap();
+    assert_eq!(
+        final_loss(&second),
+        final_loss(&stdout(&out)),
+        "the interrupted run ends where an uninterrupted one does"
+    );
+}
