@@ -154,7 +154,7 @@ fn pytorch_trainer_requeued_mid_run_continues_from_its_checkpoint() {
 
     let steps = logged_steps(&d, id);
     assert!(
-        saved >= 40 && saved < 300,
+        (40..300).contains(&saved),
         "stopped mid-run at step {saved}"
     );
     assert_eq!(
