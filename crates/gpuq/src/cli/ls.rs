@@ -62,11 +62,17 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
                 (Some(s), None) if j.state == JobState::Running => span(now - s),
                 _ => String::new(),
             };
-            let note = j
-                .reason
-                .as_deref()
-                .map(|r| shorten(r, 40))
-                .unwrap_or_default();
+            let note = match (&j.held_by, j.eligible_at) {
+                (Some(by), _) if j.state == JobState::Queued => format!("held by {by}"),
+                (_, Some(at)) if j.state == JobState::Queued && at > now => {
+                    format!("retry in {}", span(at - now))
+                }
+                _ => j
+                    .reason
+                    .as_deref()
+                    .map(|r| shorten(r, 40))
+                    .unwrap_or_default(),
+            };
             vec![
                 j.id.to_string(),
                 shorten(j.display_name(), 20),

@@ -70,8 +70,14 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     row("priority", j.priority.to_string());
     let limits = [
         j.spec.time_limit.map(|t| format!("time limit {t}")),
-        Some(format!("retries {}", j.spec.retries)),
+        Some(format!(
+            "retries {} ({} used)",
+            j.spec.retries,
+            j.failures.min(j.spec.retries)
+        )),
         j.spec.grace.map(|g| format!("grace {g}")),
+        j.spec.signal.map(|s| format!("early signal {s}")),
+        j.spec.preemptible.then(|| "preemptible".to_string()),
     ];
     row(
         "policy",
@@ -87,6 +93,15 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
                 .collect::<Vec<_>>()
                 .join(", "),
         );
+    }
+    if let Some(by) = &j.held_by {
+        row("held", format!("by {by} (gpuq release {})", j.id));
+    }
+    if let Some(at) = j
+        .eligible_at
+        .filter(|&t| t > now && j.state == gpuq_core::JobState::Queued)
+    {
+        row("next try", format!("in {}", span(at - now)));
     }
     row("submitted", ago(j.submitted_at, now));
     if let Some(code) = j.exit_code {
