@@ -158,7 +158,8 @@ fn a_preemptible_job_yields_to_higher_priority_work_and_resumes() {
                      if [ $GPUQ_ATTEMPT -ge 2 ]; then exit 0; fi; while true; do sleep 0.05; done",
     ]);
     wait_running(&d, low);
-    let bystander = d.submit(&["--gpus", "1", "--", "true"]);
+    // Low too: a normal-priority bystander would itself (rightly) preempt the low job.
+    let bystander = d.submit(&["--gpus", "1", "--priority", "low", "--", "true"]);
     let high = d.submit(&["--gpus", "2", "--priority", "high", "--", "sleep", "0.3"]);
     let high_job = d.wait(high);
     assert_eq!(high_job["state"], "succeeded");

@@ -20,6 +20,7 @@ use gpuq_exec::{ExitRecord, LaunchRequest, LocalExecutor};
 use gpuq_gpu::GpuInfo;
 use gpuq_store::{AttemptEnd, NewJob, StartRecord, Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use stop::{Stop, StopCause};
@@ -68,6 +69,8 @@ pub struct Service {
     /// Bumped after every committed change; long polls (wait, log -f) watch it.
     changed: watch::Sender<u64>,
     wake_scheduler: Notify,
+    /// The last pass decided nothing and only submits happened since (see `submit_needs_a_pass`).
+    quiet: AtomicBool,
     executor: LocalExecutor,
     nodes: Vec<Node>,
     gpus: Vec<GpuInfo>,
@@ -107,6 +110,7 @@ impl Service {
             }),
             changed,
             wake_scheduler: Notify::new(),
+            quiet: AtomicBool::new(false),
             executor,
             nodes,
             gpus,
@@ -131,8 +135,42 @@ impl Service {
     }
 
     fn changed_and_reschedule(&self) {
+        self.quiet.store(false, Ordering::SeqCst);
         self.notify_changed();
         self.wake_scheduler.notify_one();
+    }
+
+    /// After a pass that decided nothing, a pass for a new submit can only decide
+    /// about that job. When it can neither start, fail, nor preempt, the pass is
+    /// skipped: a submit then costs the same with 50,000 jobs queued as with none.
+    /// Any other change clears `quiet` and wakes the scheduler, so nothing is missed.
+    fn submit_needs_a_pass(&self, inner: &Inner, job: &Job) -> bool {
+        if !self.quiet.load(Ordering::SeqCst) {
+            return true;
+        }
+        let dep_ended = job.spec.after.iter().any(|d| {
+            inner
+                .states
+                .get(d)
+                .is_some_and(|s| s.is_terminal() && *s != JobState::Succeeded)
+        });
+        let can_preempt = inner
+            .running
+            .values()
+            .any(|r| r.preemptible && r.stop.is_none() && r.priority < job.priority);
+        if dep_ended || can_preempt {
+            return true;
+        }
+        if inner.drained || job.held_by.is_some() {
+            return false;
+        }
+        self.nodes.iter().enumerate().any(|(n, node)| {
+            let on_node = inner.running.values().filter(|r| r.node == n);
+            let used_slots = on_node.clone().count() as u32;
+            let used_gpus: usize = on_node.map(|r| r.gpus.len()).sum();
+            used_slots < node.slots
+                && node.gpus.len().saturating_sub(used_gpus) as u32 >= job.gpus_requested
+        })
     }
 
     fn largest_node_gpus(&self) -> u32 {
@@ -186,14 +224,20 @@ impl Service {
                 idempotency_key: req.idempotency_key,
             };
             let job = inner.store.submit(&new, now)?;
+            let mut needs_pass = false;
             if !inner.states.contains_key(&job.id) {
+                needs_pass = self.submit_needs_a_pass(&inner, &job);
                 let p = pending_of(&job);
                 inner.pending.insert(p.queue_key(), p);
                 inner.states.insert(job.id, JobState::Queued);
             }
-            job
+            (job, needs_pass)
         };
-        self.changed_and_reschedule();
+        let (job, needs_pass) = job;
+        if needs_pass {
+            self.wake_scheduler.notify_one();
+        }
+        self.notify_changed();
         Ok(job)
     }
 
@@ -373,6 +417,7 @@ impl Service {
         let (launches, preemptions, failed_any) = {
             let mut inner = self.lock();
             if inner.pending.is_empty() {
+                self.quiet.store(true, Ordering::SeqCst);
                 return false;
             }
             let running: Vec<RunningJob> = inner
@@ -405,6 +450,7 @@ impl Service {
             let decisions = schedule(&input, inner.pending.values());
             self.arm_back_off_wake(&inner, now);
             if decisions.is_empty() {
+                self.quiet.store(true, Ordering::SeqCst);
                 return false;
             }
             let mut starts = Vec::new();
