@@ -54,6 +54,8 @@ pub struct NewJob {
 #[derive(Debug, Clone)]
 pub struct LaunchInfo {
     pub spec: JobSpec,
+    /// Failed attempts so far (counted against `spec.retries`).
+    pub failures: u32,
     pub argv: Vec<String>,
     pub cwd: String,
     pub env: BTreeMap<String, String>,
@@ -235,11 +237,11 @@ impl Store {
     }
 
     pub fn launch_info(&self, id: JobId) -> Result<LaunchInfo> {
-        let (spec, cwd, env): (String, String, String) =
-            self.conn
-                .query_row("SELECT spec, cwd, env FROM jobs WHERE id = ?1", [id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })?;
+        let (spec, cwd, env, failures): (String, String, String, u32) = self.conn.query_row(
+            "SELECT spec, cwd, env, failures FROM jobs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
         let spec: JobSpec = serde_json::from_str(&spec).map_err(|e| StoreError::Corrupt {
             id,
             why: e.to_string(),
@@ -251,6 +253,7 @@ impl Store {
         Ok(LaunchInfo {
             argv: spec.argv(),
             spec,
+            failures,
             cwd,
             env,
         })

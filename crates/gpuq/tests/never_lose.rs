@@ -336,6 +336,8 @@ fn after_a_reboot_running_jobs_are_requeued_with_cause_node_restarted() {
         "[ $GPUQ_ATTEMPT -ge 2 ] && exit 0; sleep 60",
     ]);
     wait_running(&d, id);
+    let pgid_file = d.job_dir(id).join("attempt-1.pgid");
+    assert!(eventually(Duration::from_secs(5), || pgid_file.exists()));
     d.kill();
     // A reboot: every process of the job and its supervisor is gone.
     let pgid: i32 = std::fs::read_to_string(d.job_dir(id).join("attempt-1.pgid"))

@@ -53,6 +53,10 @@ struct RunningAttempt {
     grace: Duration,
     early_signal: Option<EarlySignal>,
     stop: Option<Stop>,
+    /// The job's spec and failures so far, for classifying the attempt's end
+    /// without a store read (`None` when the launch information was unreadable).
+    spec: Option<Arc<gpuq_core::JobSpec>>,
+    failures: u32,
 }
 
 struct Inner {
@@ -509,6 +513,8 @@ impl Service {
                             .unwrap_or(DEFAULT_GRACE),
                         early_signal: spec.and_then(|s| s.signal),
                         stop: None,
+                        spec: spec.map(|s| Arc::new(s.clone())),
+                        failures: info.as_ref().map(|i| i.failures).unwrap_or(0),
                     },
                 );
                 launches.push((
@@ -603,21 +609,25 @@ impl Service {
     /// Commits the end of an attempt, decides what becomes of the job, and frees its resources.
     fn attempt_ended(&self, id: JobId, attempt: u32, record: Option<ExitRecord>) {
         let now = now_ms();
-        let log_tail = self.executor.log_tail(id, attempt, LOG_TAIL_BYTES);
+        let succeeded = record.as_ref().is_some_and(|r| r.exit_code == Some(0) && r.signal.is_none());
+        // Only a failure is searched for its cause (CUDA OOM); a success costs no read.
+        let log_tail = if succeeded { String::new() } else { self.executor.log_tail(id, attempt, LOG_TAIL_BYTES) };
         {
             let mut inner = self.lock();
-            let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else {
-                return;
-            };
+            let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else { return };
             let stop = run.stop.clone();
-            let Ok(Some(job)) = inner.store.job(id) else {
-                return;
+            let (spec, failures) = match &run.spec {
+                Some(spec) => (Arc::clone(spec), run.failures),
+                None => match inner.store.job(id) {
+                    Ok(Some(job)) => (Arc::new(job.spec), job.failures),
+                    _ => return,
+                },
             };
             let out = outcome::classify(&outcome::Ended {
                 record: record.as_ref(),
                 stop: stop.as_ref(),
-                spec: &job.spec,
-                failures: job.failures,
+                spec: &spec,
+                failures,
                 log_tail: &log_tail,
                 now,
             });

@@ -73,6 +73,8 @@ impl Service {
                         grace: spec.grace.map(|g| g.as_std()).unwrap_or(DEFAULT_GRACE),
                         early_signal: spec.signal,
                         stop: None,
+                        spec: Some(Arc::new(spec.clone())),
+                        failures: job.failures,
                     },
                 );
                 out.push((job, stop, rebooted));
