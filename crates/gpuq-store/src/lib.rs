@@ -353,6 +353,20 @@ impl Store {
         })
     }
 
+    /// A preempted job (a transient state) goes back to the queue.
+    pub fn requeue_preempted(&mut self, job: JobId, now: Millis) -> Result<()> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE jobs SET state = 'queued' WHERE id = ?1 AND state = 'preempted'",
+                [job],
+            )?;
+            if n > 0 {
+                insert_event(tx, now, job, "requeued", "after preemption")?;
+            }
+            Ok(())
+        })
+    }
+
     /// Puts an ended job back in the queue with a fresh retry budget.
     pub fn requeue_ended(&mut self, job: JobId, by: &str, now: Millis) -> Result<()> {
         self.write(|tx| {

@@ -112,6 +112,32 @@ fn every_endpoint_but_health_needs_the_token() {
             assert_eq!(status(path, Some("wrong".into())).await, 401, "{path}");
         }
         assert_eq!(status("/v1/jobs", Some(d.token())).await, 200);
+        // Garbage bodies get a 400 in the API's error shape, never a crash.
+        for body in [
+            "",
+            "{",
+            "[]",
+            "{\"spec\": 5}",
+            "{\"spec\": {\"command\": [\"x\"], \"gpu\": 1}, \"cwd\": \"/\", \"user\": \"u\"}",
+        ] {
+            let resp = http
+                .post(format!("{}/v1/jobs", d.url))
+                .bearer_auth(d.token())
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status().as_u16(), 400, "{body}");
+            let err: serde_json::Value = resp.json().await.unwrap();
+            assert!(
+                err["error"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("invalid submit request"),
+                "{err}"
+            );
+        }
+        assert_eq!(status("/health", None).await, 200, "still serving");
         assert_eq!(status("/openapi.json", Some(d.token())).await, 200);
     });
 }
@@ -207,5 +233,9 @@ fn gpus_lists_holders_and_json_fields_are_stable() {
     ] {
         assert!(jobs[0].get(field).is_some(), "ls --json lacks {field}");
     }
-    d.ok(&["cancel", &id.to_string()]);
+    let cancelled: Vec<serde_json::Value> =
+        serde_json::from_str(&d.ok(&["cancel", "--json", &id.to_string()])).unwrap();
+    assert_eq!(cancelled[0]["id"], id);
+    let queue: serde_json::Value = serde_json::from_str(&d.ok(&["drain", "--json"])).unwrap();
+    assert_eq!(queue["drained"], true);
 }

@@ -187,7 +187,16 @@ fn a_preemptible_job_yields_to_higher_priority_work_and_resumes() {
     assert!(d
         .ok(&["logs", &low.to_string(), "--attempt", "1"])
         .contains("saving"));
-    assert!(events(&d, low).contains(&"preempted".to_string()));
+    let history = events(&d, low);
+    let preempted = history
+        .iter()
+        .position(|k| k == "preempted")
+        .expect("a preempted event");
+    assert_eq!(
+        history[preempted + 1],
+        "requeued",
+        "preempted, then queued: {history:?}"
+    );
     assert_eq!(d.wait(bystander)["state"], "succeeded");
 }
 

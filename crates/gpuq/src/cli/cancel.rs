@@ -8,10 +8,13 @@ use gpuq_core::Job;
 pub struct CancelArgs {
     #[arg(required = true)]
     ids: Vec<String>,
+    /// Print the jobs as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(client: &Client, args: CancelArgs) -> CmdResult {
-    for_each(client, &args.ids, "cancel", |job| {
+    for_each(client, &args.ids, args.json, "cancel", |job| {
         if job.state.is_terminal() {
             job.state.to_string()
         } else {
@@ -26,6 +29,7 @@ pub async fn run(client: &Client, args: CancelArgs) -> CmdResult {
 pub async fn for_each(
     client: &Client,
     ids: &[String],
+    json: bool,
     action: &str,
     describe: impl Fn(&Job) -> String,
 ) -> CmdResult {
@@ -34,8 +38,10 @@ pub async fn for_each(
         .map(|s| parse_id(s))
         .collect::<Result<Vec<_>, _>>()?;
     let mut status = 0;
+    let mut done = Vec::new();
     for id in ids {
         match client.job_action(id, action).await {
+            Ok(job) if json => done.push(job),
             Ok(job) => println!("job {id}: {}", describe(&job)),
             Err(e) => {
                 let e = CliError::from(e);
@@ -43,6 +49,9 @@ pub async fn for_each(
                 status = status.max(e.code);
             }
         }
+    }
+    if json {
+        super::output::print_json(&done);
     }
     Ok(status)
 }

@@ -3,9 +3,18 @@
 use super::CmdResult;
 use gpuq_api::Client;
 
-pub async fn run(client: &Client, drained: bool) -> CmdResult {
+#[derive(clap::Args, Debug)]
+pub struct DrainArgs {
+    /// Print the queue status as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(client: &Client, drained: bool, args: DrainArgs) -> CmdResult {
     let status = client.set_drained(drained).await?;
-    if status.drained {
+    if args.json {
+        super::output::print_json(&status);
+    } else if status.drained {
         println!(
             "queue drained: no new job starts; running jobs continue (gpuq undrain to resume)"
         );

@@ -57,9 +57,9 @@ enum Command {
     /// Let held jobs start.
     Release(hold::HoldArgs),
     /// Stop starting new jobs (maintenance); running jobs continue.
-    Drain,
+    Drain(drain::DrainArgs),
     /// Start jobs again after a drain.
-    Undrain,
+    Undrain(drain::DrainArgs),
     /// Wait for jobs to end; exit status is the job's (several: 0 only if all succeeded).
     Wait(wait::WaitArgs),
     /// List GPUs and who holds them.
@@ -159,8 +159,8 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Requeue(args) => requeue::run(&client, args).await,
         Command::Hold(args) => hold::hold(&client, args).await,
         Command::Release(args) => hold::release(&client, args).await,
-        Command::Drain => drain::run(&client, true).await,
-        Command::Undrain => drain::run(&client, false).await,
+        Command::Drain(args) => drain::run(&client, true, args).await,
+        Command::Undrain(args) => drain::run(&client, false, args).await,
         Command::Gpus(args) => gpus::run(&client, args).await,
         Command::Server(_) | Command::Completions(_) => unreachable!("handled without a client"),
     }

@@ -9,12 +9,17 @@ use gpuq_core::JobState;
 pub struct RequeueArgs {
     #[arg(required = true)]
     ids: Vec<String>,
+    /// Print the jobs as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(client: &Client, args: RequeueArgs) -> CmdResult {
-    super::cancel::for_each(client, &args.ids, "requeue", |job| match job.state {
-        JobState::Running => "stopping, then queued again (SIGTERM sent)".into(),
-        s => s.to_string(),
+    super::cancel::for_each(client, &args.ids, args.json, "requeue", |job| {
+        match job.state {
+            JobState::Running => "stopping, then queued again (SIGTERM sent)".into(),
+            s => s.to_string(),
+        }
     })
     .await
 }

@@ -82,8 +82,16 @@ pub async fn info(State(ctx): State<AppState>) -> Json<ServerInfo> {
 
 pub async fn submit(
     State(ctx): State<AppState>,
-    Json(req): Json<SubmitRequest>,
+    body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<gpuq_core::Job>)> {
+    // Parsed here rather than by axum's extractor, so a bad body gets the API's
+    // error shape, with serde's words for what is wrong and where.
+    let req: SubmitRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid submit request: {e}"),
+        )
+    })?;
     Ok((StatusCode::CREATED, Json(ctx.service.submit(req)?)))
 }
 

@@ -82,12 +82,20 @@ pub struct Service {
 
 impl Service {
     pub fn new(
-        store: Store,
+        mut store: Store,
         executor: LocalExecutor,
         node_name: String,
         gpus: Vec<GpuInfo>,
         slots: u32,
     ) -> Result<Arc<Self>, StoreError> {
+        // `preempted` is transient: a daemon that died between its two commits requeues the job here.
+        let preempted = gpuq_store::ListFilter {
+            states: vec![JobState::Preempted],
+            limit: None,
+        };
+        for job in store.list(&preempted)? {
+            store.requeue_preempted(job.id, now_ms())?;
+        }
         let states: HashMap<JobId, JobState> = store.all_states()?.into_iter().collect();
         let mut pending = BTreeMap::new();
         for job in store.list(&gpuq_store::ListFilter {
@@ -609,12 +617,20 @@ impl Service {
     /// Commits the end of an attempt, decides what becomes of the job, and frees its resources.
     fn attempt_ended(&self, id: JobId, attempt: u32, record: Option<ExitRecord>) {
         let now = now_ms();
-        let succeeded = record.as_ref().is_some_and(|r| r.exit_code == Some(0) && r.signal.is_none());
+        let succeeded = record
+            .as_ref()
+            .is_some_and(|r| r.exit_code == Some(0) && r.signal.is_none());
         // Only a failure is searched for its cause (CUDA OOM); a success costs no read.
-        let log_tail = if succeeded { String::new() } else { self.executor.log_tail(id, attempt, LOG_TAIL_BYTES) };
+        let log_tail = if succeeded {
+            String::new()
+        } else {
+            self.executor.log_tail(id, attempt, LOG_TAIL_BYTES)
+        };
         {
             let mut inner = self.lock();
-            let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else { return };
+            let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else {
+                return;
+            };
             let stop = run.stop.clone();
             let (spec, failures) = match &run.spec {
                 Some(spec) => (Arc::clone(spec), run.failures),
@@ -650,7 +666,13 @@ impl Service {
             }
             inner.running.remove(&id);
             inner.states.insert(id, out.next_state);
-            if out.next_state == JobState::Queued {
+            if out.next_state == JobState::Preempted {
+                if let Err(e) = inner.store.requeue_preempted(id, now) {
+                    tracing::error!("cannot requeue preempted job {id}: {e}");
+                }
+                inner.states.insert(id, JobState::Queued);
+            }
+            if matches!(out.next_state, JobState::Queued | JobState::Preempted) {
                 if let Ok(Some(job)) = inner.store.job(id) {
                     let p = pending_of(&job);
                     inner.pending.insert(p.queue_key(), p);

@@ -71,7 +71,7 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
                 "failed",
             ),
             StopCause::Preempt { for_job } => keep(
-                JobState::Queued,
+                JobState::Preempted,
                 format!("preempted for job {for_job}; {ended}"),
                 "preempted",
             ),
@@ -273,7 +273,7 @@ mod tests {
         });
         assert_eq!(
             (o.next_state, o.failures, o.event),
-            (JobState::Queued, 1, "preempted")
+            (JobState::Preempted, 1, "preempted")
         );
     }
 }
