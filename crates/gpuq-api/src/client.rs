@@ -180,6 +180,16 @@ impl Client {
             .await
     }
 
+    pub async fn explain(&self, id: JobId) -> Result<Explanation, ApiError> {
+        self.json(self.http.get(self.url(&format!("/v1/jobs/{id}/explain"))))
+            .await
+    }
+
+    /// Why each queued job waits (one scheduling pass for all of them).
+    pub async fn explain_queued(&self) -> Result<Vec<Explanation>, ApiError> {
+        self.json(self.http.get(self.url("/v1/explain"))).await
+    }
+
     pub async fn queue(&self) -> Result<QueueStatus, ApiError> {
         self.json(self.http.get(self.url("/v1/queue"))).await
     }

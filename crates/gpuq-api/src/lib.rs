@@ -79,6 +79,14 @@ pub struct ServerInfo {
     pub pid: u32,
 }
 
+/// `GET /v1/jobs/{id}/explain`, and each item of `GET /v1/explain`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Explanation {
+    pub id: JobId,
+    /// The rule that holds a queued job back, in a sentence; or what the job is doing.
+    pub explanation: String,
+}
+
 /// Body of every error response.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {

@@ -2,7 +2,7 @@
 //! from the Rust types, so the document cannot drift from the code. A test
 //! keeps `docs/openapi.json` equal to it.
 
-use crate::{ErrorBody, GpuStatus, JobDetail, QueueStatus, ServerInfo, SubmitRequest};
+use crate::{ErrorBody, Explanation, GpuStatus, JobDetail, QueueStatus, ServerInfo, SubmitRequest};
 use gpuq_core::{Job, JobSpec};
 use schemars::gen::{SchemaGenerator, SchemaSettings};
 use serde_json::{json, Value};
@@ -17,6 +17,7 @@ fn schemas() -> Value {
     gen.subschema_for::<ServerInfo>();
     gen.subschema_for::<ErrorBody>();
     gen.subschema_for::<QueueStatus>();
+    gen.subschema_for::<Explanation>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -139,6 +140,15 @@ pub fn document() -> Value {
                     "404": json_body(schema_ref("ErrorBody"), "No such job"),
                     "409": json_body(schema_ref("ErrorBody"), "The job is not held")
                 }
+            }},
+            "/v1/jobs/{id}/explain": { "get": {
+                "summary": "The rule that holds a queued job back, in a sentence (or what the job is doing)",
+                "parameters": [ id_param() ],
+                "responses": with_errors("200", json_body(schema_ref("Explanation"), "The explanation"))
+            }},
+            "/v1/explain": { "get": {
+                "summary": "Why each queued job waits, from one scheduling pass",
+                "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("Explanation") }), "Explanations"))
             }},
             "/v1/queue": { "get": {
                 "summary": "Whether the queue is drained",

@@ -15,7 +15,8 @@ pub mod state;
 pub use duration::DurationSpec;
 pub use job::{Attempt, Event, Job};
 pub use scheduler::{
-    schedule, Decision, DependencyState, Node, PendingJob, RunningJob, ScheduleInput,
+    explain, schedule, Decision, DependencyState, Node, PendingJob, RunningJob, ScheduleInput,
+    WaitReason,
 };
 pub use signal::EarlySignal;
 pub use spec::{JobSpec, Priority, SpecError};

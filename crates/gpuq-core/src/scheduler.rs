@@ -121,12 +121,63 @@ struct Reservation {
     spare_gpus: u32,
 }
 
+/// Why a queued job did not start in a pass: the rule that holds it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitReason {
+    /// Waits for this job (queued or running) to succeed.
+    Dependency(JobId),
+    Held,
+    Drained,
+    /// A retry waiting out its back-off.
+    BackOff {
+        until: Millis,
+    },
+    /// Not enough free GPUs on any node. `reserved` is set when this job is the
+    /// one the GPUs are reserved for (`Some(start)` when the start is known).
+    Resources {
+        gpus: u32,
+        most_free: u32,
+        reserved: Option<Option<Millis>>,
+    },
+    /// Every node runs as many jobs as it has slots.
+    Slots,
+    /// It fits, but would delay the job the GPUs are reserved for (backfill rule).
+    Reservation {
+        for_job: JobId,
+        start: Option<Millis>,
+    },
+}
+
 /// Decides which queued jobs start now and which fail. `pending` must be in
 /// queue order (see [`PendingJob::queue_key`]).
 pub fn schedule<'p>(
     input: &ScheduleInput<'_>,
     pending: impl IntoIterator<Item = &'p PendingJob>,
 ) -> Vec<Decision> {
+    pass(input, pending, None)
+}
+
+/// The same pass as [`schedule`], also saying for each job that does not start
+/// why it waits. Used by `gpuq explain` and `gpuq ls`; not on the hot path.
+pub fn explain<'p>(
+    input: &ScheduleInput<'_>,
+    pending: impl IntoIterator<Item = &'p PendingJob>,
+) -> (Vec<Decision>, Vec<(JobId, WaitReason)>) {
+    let mut reasons = Vec::new();
+    let decisions = pass(input, pending, Some(&mut reasons));
+    (decisions, reasons)
+}
+
+fn pass<'p>(
+    input: &ScheduleInput<'_>,
+    pending: impl IntoIterator<Item = &'p PendingJob>,
+    mut reasons: Option<&mut Vec<(JobId, WaitReason)>>,
+) -> Vec<Decision> {
+    let mut why = |job: JobId, reason: WaitReason| {
+        if let Some(r) = reasons.as_deref_mut() {
+            r.push((job, reason));
+        }
+    };
     let nodes = input.nodes;
     let mut free: Vec<BTreeSet<u32>> = nodes
         .iter()
@@ -154,7 +205,10 @@ pub fn schedule<'p>(
     for job in pending {
         match dependency_verdict(job, input.dependency) {
             DependencyVerdict::Ready => {}
-            DependencyVerdict::Wait => continue,
+            DependencyVerdict::Wait(dep) => {
+                why(job.id, WaitReason::Dependency(dep));
+                continue;
+            }
             DependencyVerdict::Fail(reason) => {
                 decisions.push(Decision::Fail {
                     job: job.id,
@@ -174,16 +228,27 @@ pub fn schedule<'p>(
             continue;
         }
         if input.drained || job.held || job.eligible_at.is_some_and(|t| t > input.now) {
+            let reason = match (input.drained, job.held, job.eligible_at) {
+                (_, true, _) => WaitReason::Held,
+                (true, _, _) => WaitReason::Drained,
+                (_, _, until) => WaitReason::BackOff {
+                    until: until.unwrap_or(input.now),
+                },
+            };
+            why(job.id, reason);
             continue;
         }
         // Fast path for deep queues: most waiting jobs fit nowhere; decide that without allocating.
         let fits_somewhere =
             (0..free.len()).any(|n| free_slots[n] > 0 && free[n].len() as u32 >= job.gpus);
         if !fits_somewhere {
+            let mut reserved = None;
             if reservation.is_none() && job.gpus > 0 {
                 reservation = reserve(job.gpus, input.now, nodes, &free, &holders);
+                reserved = reservation.as_ref().map(|r| r.start);
                 blocked_head = Some(job);
             }
+            why(job.id, resources_reason(job, &free, &free_slots, reserved));
             continue;
         }
         let ends_by = job
@@ -222,9 +287,21 @@ pub fn schedule<'p>(
             }
             None if reservation.is_none() && job.gpus > 0 => {
                 reservation = reserve(job.gpus, input.now, nodes, &free, &holders);
+                let reserved = reservation.as_ref().map(|r| r.start);
+                why(job.id, resources_reason(job, &free, &free_slots, reserved));
                 blocked_head = Some(job);
             }
-            None => {}
+            None => {
+                let head = blocked_head.map(|h| h.id).unwrap_or(job.id);
+                let start = reservation.as_ref().and_then(|r| r.start);
+                why(
+                    job.id,
+                    WaitReason::Reservation {
+                        for_job: head,
+                        start,
+                    },
+                );
+            }
         }
     }
     if let Some(head) = blocked_head {
@@ -295,9 +372,31 @@ fn preemption_victims(
     best.unwrap_or_default().into_iter().map(|r| r.id).collect()
 }
 
+fn resources_reason(
+    job: &PendingJob,
+    free: &[BTreeSet<u32>],
+    free_slots: &[u32],
+    reserved: Option<Option<Millis>>,
+) -> WaitReason {
+    let with_slots: Vec<usize> = (0..free.len()).filter(|&n| free_slots[n] > 0).collect();
+    if with_slots.is_empty() {
+        return WaitReason::Slots;
+    }
+    let most_free = with_slots
+        .iter()
+        .map(|&n| free[n].len() as u32)
+        .max()
+        .unwrap_or(0);
+    WaitReason::Resources {
+        gpus: job.gpus,
+        most_free,
+        reserved,
+    }
+}
+
 enum DependencyVerdict {
     Ready,
-    Wait,
+    Wait(JobId),
     Fail(String),
 }
 
@@ -305,11 +404,11 @@ fn dependency_verdict(
     job: &PendingJob,
     lookup: &dyn Fn(JobId) -> DependencyState,
 ) -> DependencyVerdict {
-    let mut wait = false;
+    let mut wait = None;
     for &dep in &job.after {
         match lookup(dep) {
             DependencyState::Succeeded => {}
-            DependencyState::Pending => wait = true,
+            DependencyState::Pending => wait = wait.or(Some(dep)),
             DependencyState::Ended(state) => {
                 return DependencyVerdict::Fail(format!("dependency job {dep} {state}"))
             }
@@ -318,10 +417,9 @@ fn dependency_verdict(
             }
         }
     }
-    if wait {
-        DependencyVerdict::Wait
-    } else {
-        DependencyVerdict::Ready
+    match wait {
+        Some(dep) => DependencyVerdict::Wait(dep),
+        None => DependencyVerdict::Ready,
     }
 }
 

@@ -421,3 +421,73 @@ proptest! {
         }
     }
 }
+
+fn reasons(s: Scenario) -> HashMap<JobId, WaitReason> {
+    let mut s = s;
+    s.pending.sort_by_key(PendingJob::queue_key);
+    let states = s.states;
+    let lookup = move |id: JobId| states.get(&id).cloned().unwrap_or(DependencyState::Missing);
+    let input = ScheduleInput {
+        now: s.now,
+        nodes: &s.nodes,
+        running: &s.running,
+        dependency: &lookup,
+        drained: s.drained,
+    };
+    let (decisions, why) = explain(&input, &s.pending);
+    assert_eq!(
+        decisions,
+        schedule(&input, &s.pending),
+        "explain decides exactly what schedule decides"
+    );
+    why.into_iter().collect()
+}
+
+#[test]
+fn every_waiting_job_gets_the_rule_that_holds_it() {
+    let why = reasons(
+        Scenario::default()
+            .node(4)
+            .running(1, 0, &[0, 1, 2], Some(1000))
+            .queued(2, 4)
+            .queued_with(3, 1, |j| j.time_limit_ms = Some(5000))
+            .queued_with(4, 0, |j| j.after = vec![99])
+            .queued_with(5, 1, |j| j.held = true)
+            .queued_with(6, 1, |j| j.eligible_at = Some(50))
+            .dep(99, DependencyState::Pending),
+    );
+    assert_eq!(
+        why[&2],
+        WaitReason::Resources {
+            gpus: 4,
+            most_free: 1,
+            reserved: Some(Some(1000))
+        }
+    );
+    assert_eq!(
+        why[&3],
+        WaitReason::Reservation {
+            for_job: 2,
+            start: Some(1000)
+        }
+    );
+    assert_eq!(why[&4], WaitReason::Dependency(99));
+    assert_eq!(why[&5], WaitReason::Held);
+    assert_eq!(why[&6], WaitReason::BackOff { until: 50 });
+    assert_eq!(why.len(), 5);
+}
+
+#[test]
+fn full_slots_and_drain_are_named() {
+    let why = reasons(
+        Scenario::default()
+            .node(0)
+            .slots(0, 1)
+            .running(1, 0, &[], None)
+            .queued(2, 0),
+    );
+    assert_eq!(why[&2], WaitReason::Slots);
+    let mut drained = Scenario::default().node(1).queued(1, 1);
+    drained.drained = true;
+    assert_eq!(reasons(drained)[&1], WaitReason::Drained);
+}

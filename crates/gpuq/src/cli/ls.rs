@@ -49,6 +49,18 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
     }
     let now = now_ms();
     let colour = colour_enabled();
+    // Why queued jobs wait: one scheduling pass on the daemon for all of them.
+    let waiting: std::collections::HashMap<u64, String> =
+        if jobs.iter().any(|j| j.state == JobState::Queued) {
+            client
+                .explain_queued()
+                .await?
+                .into_iter()
+                .map(|e| (e.id, e.explanation))
+                .collect()
+        } else {
+            Default::default()
+        };
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|j| {
@@ -62,11 +74,8 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
                 (Some(s), None) if j.state == JobState::Running => span(now - s),
                 _ => String::new(),
             };
-            let note = match (&j.held_by, j.eligible_at) {
-                (Some(by), _) if j.state == JobState::Queued => format!("held by {by}"),
-                (_, Some(at)) if j.state == JobState::Queued && at > now => {
-                    format!("retry in {}", span(at - now))
-                }
+            let note = match waiting.get(&j.id) {
+                Some(why) if j.state == JobState::Queued => shorten(why, 60),
                 _ => j
                     .reason
                     .as_deref()

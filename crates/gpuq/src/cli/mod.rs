@@ -5,6 +5,7 @@ mod cancel;
 mod completions;
 mod connect;
 mod drain;
+mod explain;
 mod gpus;
 mod hold;
 mod logs;
@@ -46,6 +47,8 @@ enum Command {
     Ls(ls::LsArgs),
     /// Show one job: state, attempts, history.
     Show(show::ShowArgs),
+    /// Why a job waits: the rule that holds it, in a sentence.
+    Explain(explain::ExplainArgs),
     /// Print a job's log (-f follows until the job ends).
     Logs(logs::LogsArgs),
     /// Cancel jobs (running ones get SIGTERM, then SIGKILL after their grace period).
@@ -154,6 +157,7 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Ls(args) => ls::run(&client, args).await,
         Command::Show(args) => show::run(&client, args).await,
         Command::Logs(args) => logs::run(&client, args).await,
+        Command::Explain(args) => explain::run(&client, args).await,
         Command::Cancel(args) => cancel::run(&client, args).await,
         Command::Wait(args) => wait::run(&client, args).await,
         Command::Requeue(args) => requeue::run(&client, args).await,

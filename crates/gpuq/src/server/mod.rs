@@ -39,6 +39,8 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/requeue", post(routes::requeue))
         .route("/v1/jobs/:id/hold", post(routes::hold))
         .route("/v1/jobs/:id/release", post(routes::release))
+        .route("/v1/jobs/:id/explain", get(routes::explain))
+        .route("/v1/explain", get(routes::explain_queued))
         .route("/v1/queue", get(routes::queue))
         .route("/v1/queue/drain", post(routes::drain))
         .route("/v1/queue/undrain", post(routes::undrain))

@@ -181,6 +181,29 @@ pub async fn release(
     Ok(Json(ctx.service.hold(id, None)?))
 }
 
+pub async fn explain(
+    State(ctx): State<AppState>,
+    Path(id): Path<JobId>,
+) -> ApiResult<Json<gpuq_api::Explanation>> {
+    Ok(Json(gpuq_api::Explanation {
+        id,
+        explanation: ctx.service.explain(id)?,
+    }))
+}
+
+pub async fn explain_queued(
+    State(ctx): State<AppState>,
+) -> ApiResult<Json<Vec<gpuq_api::Explanation>>> {
+    let mut all: Vec<gpuq_api::Explanation> = ctx
+        .service
+        .explain_queued()?
+        .into_iter()
+        .map(|(id, explanation)| gpuq_api::Explanation { id, explanation })
+        .collect();
+    all.sort_by_key(|e| e.id);
+    Ok(Json(all))
+}
+
 pub async fn queue(State(ctx): State<AppState>) -> Json<gpuq_api::QueueStatus> {
     Json(gpuq_api::QueueStatus {
         drained: ctx.service.drained(),

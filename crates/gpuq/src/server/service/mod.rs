@@ -5,6 +5,7 @@
 //! exit, cancel, release, a back-off timer), with bursts coalesced by a
 //! `Notify`: no polling loop decides when a job starts.
 
+mod explain;
 mod outcome;
 mod recovery;
 mod stop;
@@ -432,26 +433,8 @@ impl Service {
                 self.quiet.store(true, Ordering::SeqCst);
                 return false;
             }
-            let running: Vec<RunningJob> = inner
-                .running
-                .iter()
-                .map(|(id, r)| RunningJob {
-                    id: *id,
-                    node: r.node,
-                    gpus: r.gpus.clone(),
-                    ends_by: r.ends_by,
-                    priority: r.priority,
-                    preemptible: r.preemptible,
-                    stopping: r.stop.is_some(),
-                })
-                .collect();
-            let states = &inner.states;
-            let lookup = |dep: JobId| match states.get(&dep) {
-                None => DependencyState::Missing,
-                Some(JobState::Succeeded) => DependencyState::Succeeded,
-                Some(s) if s.is_terminal() => DependencyState::Ended(s.to_string()),
-                Some(_) => DependencyState::Pending,
-            };
+            let running = running_snapshot(&inner);
+            let lookup = |dep: JobId| dependency_state(&inner.states, dep);
             let input = ScheduleInput {
                 now,
                 nodes: &self.nodes,
@@ -680,6 +663,32 @@ impl Service {
             }
         }
         self.changed_and_reschedule();
+    }
+}
+
+/// The running set as the scheduler core sees it.
+fn running_snapshot(inner: &Inner) -> Vec<RunningJob> {
+    inner
+        .running
+        .iter()
+        .map(|(id, r)| RunningJob {
+            id: *id,
+            node: r.node,
+            gpus: r.gpus.clone(),
+            ends_by: r.ends_by,
+            priority: r.priority,
+            preemptible: r.preemptible,
+            stopping: r.stop.is_some(),
+        })
+        .collect()
+}
+
+fn dependency_state(states: &HashMap<JobId, JobState>, dep: JobId) -> DependencyState {
+    match states.get(&dep) {
+        None => DependencyState::Missing,
+        Some(JobState::Succeeded) => DependencyState::Succeeded,
+        Some(s) if s.is_terminal() => DependencyState::Ended(s.to_string()),
+        Some(_) => DependencyState::Pending,
     }
 }
 

@@ -1,0 +1,190 @@
+//! `gpuq explain`: the rule that holds a queued job back, in a sentence, from
+//! the very pass the scheduler runs (`gpuq_core::explain`).
+
+use super::{dependency_state, running_snapshot, Inner, Service, ServiceError};
+use crate::home::now_ms;
+use gpuq_core::{JobId, JobState, Millis, ScheduleInput, WaitReason};
+use std::collections::HashMap;
+
+impl Service {
+    /// One sentence per queued job (all of them), keyed by id.
+    pub fn explain_queued(&self) -> Result<HashMap<JobId, String>, ServiceError> {
+        let inner = self.lock();
+        let now = now_ms();
+        let running = running_snapshot(&inner);
+        let lookup = |dep: JobId| dependency_state(&inner.states, dep);
+        let input = ScheduleInput {
+            now,
+            nodes: &self.nodes,
+            running: &running,
+            dependency: &lookup,
+            drained: inner.drained,
+        };
+        let (decisions, reasons) = gpuq_core::explain(&input, inner.pending.values());
+        let mut out: HashMap<JobId, String> = HashMap::new();
+        for (id, reason) in reasons {
+            out.insert(id, self.render(&inner, id, &reason, now)?);
+        }
+        for d in decisions {
+            if let gpuq_core::Decision::Start { job, .. } = d {
+                out.insert(job, "starts now: its GPUs are free".into());
+            }
+        }
+        Ok(out)
+    }
+
+    /// One job, whatever its state.
+    pub fn explain(&self, id: JobId) -> Result<String, ServiceError> {
+        let job = self.job(id)?;
+        let text = match job.state {
+            JobState::Queued => self
+                .explain_queued()?
+                .remove(&id)
+                .unwrap_or_else(|| "about to start".into()),
+            JobState::Running => {
+                let gpus = job
+                    .gpus
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",");
+                let on = if gpus.is_empty() {
+                    "without GPUs".to_string()
+                } else {
+                    format!("on GPUs {gpus}")
+                };
+                format!("running {on} (attempt {})", job.attempt)
+            }
+            state => format!("{state}: {}", job.reason.unwrap_or_default()),
+        };
+        Ok(text)
+    }
+
+    fn render(
+        &self,
+        inner: &Inner,
+        id: JobId,
+        reason: &WaitReason,
+        now: Millis,
+    ) -> Result<String, ServiceError> {
+        Ok(match reason {
+            WaitReason::Dependency(dep) => {
+                let state = inner
+                    .states
+                    .get(dep)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "unknown".into());
+                format!("waits for job {dep} to succeed (it is {state})")
+            }
+            WaitReason::Held => {
+                let by = inner
+                    .store
+                    .job(id)?
+                    .and_then(|j| j.held_by)
+                    .unwrap_or_else(|| "a user".into());
+                format!("held by {by}; `gpuq release {id}` lets it start")
+            }
+            WaitReason::Drained => {
+                "queue drained for maintenance; `gpuq undrain` starts jobs again".into()
+            }
+            WaitReason::BackOff { until } => format!(
+                "a retry waiting out its back-off until {}",
+                clock(*until, now)
+            ),
+            WaitReason::Slots => format!(
+                "all {} job slots are busy",
+                self.nodes.iter().map(|n| n.slots).sum::<u32>()
+            ),
+            WaitReason::Resources {
+                gpus,
+                most_free,
+                reserved,
+            } => {
+                let total: usize = self.nodes.iter().map(|n| n.gpus.len()).sum();
+                let holders = self.holders(inner, now)?;
+                let in_use = if *most_free == 0 {
+                    format!("all {total} are in use by {holders}")
+                } else {
+                    format!("{most_free} free, the others in use by {holders}")
+                };
+                let next = match reserved {
+                    Some(Some(start)) => format!(
+                        "; it is next, with GPUs reserved by {} at the latest",
+                        clock(*start, now)
+                    ),
+                    Some(None) => "; it is next, as soon as GPUs free up".into(),
+                    None => String::new(),
+                };
+                format!(
+                    "waits for {gpus} GPU{}: {in_use}{next}",
+                    if *gpus == 1 { "" } else { "s" }
+                )
+            }
+            WaitReason::Reservation { for_job, start } => {
+                let when = start
+                    .map(|s| format!(" from {}", clock(s, now)))
+                    .unwrap_or_default();
+                format!(
+                    "its GPUs are free, but starting it could delay job {for_job}, which has them reserved{when}; \
+                     a --time-limit that ends before then would let it start now"
+                )
+            }
+        })
+    }
+
+    /// "jobs 12 (alice, ends by 14:05 at its time limit) and 13 (bob, no time limit)"
+    fn holders(&self, inner: &Inner, now: Millis) -> Result<String, ServiceError> {
+        let mut ids: Vec<&JobId> = inner
+            .running
+            .iter()
+            .filter(|(_, r)| !r.gpus.is_empty())
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort();
+        let mut parts = Vec::new();
+        for id in ids {
+            let run = &inner.running[id];
+            let user = inner.store.job(*id)?.map(|j| j.user).unwrap_or_default();
+            let end = match (run.stop.is_some(), run.ends_by) {
+                (true, _) => "stopping".to_string(),
+                (false, Some(e)) => format!("ends by {} at its time limit", clock(e, now)),
+                (false, None) => "no time limit".to_string(),
+            };
+            parts.push(format!("{id} ({user}, {end})"));
+        }
+        Ok(match parts.len() {
+            0 => "no job".into(),
+            1 => format!("job {}", parts[0]),
+            _ => {
+                let last = parts.pop().unwrap_or_default();
+                format!("jobs {} and {last}", parts.join(", "))
+            }
+        })
+    }
+}
+
+/// Local wall-clock time: "14:05" today, "Dec 3 14:05" otherwise.
+fn clock(at: Millis, now: Millis) -> String {
+    let fmt = |ms: Millis| {
+        let secs = (ms / 1000) as libc::time_t;
+        // SAFETY: localtime_r writes into the struct we own.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        unsafe { libc::localtime_r(&secs, &mut tm) };
+        tm
+    };
+    let (t, n) = (fmt(at), fmt(now));
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    if (t.tm_year, t.tm_yday) == (n.tm_year, n.tm_yday) {
+        format!("{:02}:{:02}:{:02}", t.tm_hour, t.tm_min, t.tm_sec)
+    } else {
+        format!(
+            "{} {} {:02}:{:02}",
+            MONTHS[t.tm_mon.clamp(0, 11) as usize],
+            t.tm_mday,
+            t.tm_hour,
+            t.tm_min
+        )
+    }
+}
