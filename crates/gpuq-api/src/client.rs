@@ -190,6 +190,10 @@ impl Client {
         self.json(self.http.get(self.url("/v1/explain"))).await
     }
 
+    pub async fn usage(&self) -> Result<Usage, ApiError> {
+        self.json(self.http.get(self.url("/v1/usage"))).await
+    }
+
     pub async fn queue(&self) -> Result<QueueStatus, ApiError> {
         self.json(self.http.get(self.url("/v1/queue"))).await
     }

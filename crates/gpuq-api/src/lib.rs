@@ -87,6 +87,38 @@ pub struct Explanation {
     pub explanation: String,
 }
 
+/// `GET /v1/usage`: GPU-hours and fair-share standing.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    pub users: Vec<UserUsage>,
+    pub projects: Vec<ProjectUsage>,
+    /// Half-life of the fair-share decay, e.g. "7days".
+    pub half_life: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct UserUsage {
+    pub user: String,
+    /// All GPU-hours ever used (running attempts count up to now).
+    pub gpu_hours: f64,
+    /// GPU-hours with the decay applied: what fair share looks at.
+    pub decayed_gpu_hours: f64,
+    pub share: f64,
+    /// decayed GPU-hours per unit of share; lower goes first within a priority class.
+    pub standing: f64,
+    pub running_gpus: u32,
+    pub queued_jobs: u32,
+    pub max_gpus: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ProjectUsage {
+    pub project: String,
+    pub gpu_hours: f64,
+    pub running_gpus: u32,
+    pub max_gpus: Option<u32>,
+}
+
 /// Body of every error response.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {

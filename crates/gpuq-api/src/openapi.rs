@@ -2,7 +2,9 @@
 //! from the Rust types, so the document cannot drift from the code. A test
 //! keeps `docs/openapi.json` equal to it.
 
-use crate::{ErrorBody, Explanation, GpuStatus, JobDetail, QueueStatus, ServerInfo, SubmitRequest};
+use crate::{
+    ErrorBody, Explanation, GpuStatus, JobDetail, QueueStatus, ServerInfo, SubmitRequest, Usage,
+};
 use gpuq_core::{Job, JobSpec};
 use schemars::gen::{SchemaGenerator, SchemaSettings};
 use serde_json::{json, Value};
@@ -18,6 +20,7 @@ fn schemas() -> Value {
     gen.subschema_for::<ErrorBody>();
     gen.subschema_for::<QueueStatus>();
     gen.subschema_for::<Explanation>();
+    gen.subschema_for::<Usage>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -149,6 +152,10 @@ pub fn document() -> Value {
             "/v1/explain": { "get": {
                 "summary": "Why each queued job waits, from one scheduling pass",
                 "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("Explanation") }), "Explanations"))
+            }},
+            "/v1/usage": { "get": {
+                "summary": "GPU-hours per user and project, and each user's fair-share standing",
+                "responses": with_errors("200", json_body(schema_ref("Usage"), "Usage"))
             }},
             "/v1/queue": { "get": {
                 "summary": "Whether the queue is drained",

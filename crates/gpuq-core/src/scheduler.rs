@@ -19,7 +19,8 @@
 //!   and nothing more while earlier victims are still stopping).
 
 use crate::{JobId, Millis, Priority};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// One machine's schedulable resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,8 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunningJob {
     pub id: JobId,
+    pub user: Arc<str>,
+    pub project: Option<Arc<str>>,
     /// Index into the node list.
     pub node: usize,
     pub gpus: Vec<u32>,
@@ -50,6 +53,8 @@ pub struct RunningJob {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingJob {
     pub id: JobId,
+    pub user: Arc<str>,
+    pub project: Option<Arc<str>>,
     pub priority: Priority,
     pub submitted_at: Millis,
     pub gpus: u32,
@@ -92,6 +97,33 @@ pub struct ScheduleInput<'a> {
     pub dependency: &'a dyn Fn(JobId) -> DependencyState,
     /// While drained, nothing starts (dependency failures are still decided).
     pub drained: bool,
+    pub policy: &'a Policy,
+}
+
+/// Sharing rules: fair share and quotas.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Policy {
+    /// Each user's fair-share standing: decayed GPU-seconds divided by the user's
+    /// share. Within a priority class, lower standing goes first. Users absent
+    /// from the map stand at 0.
+    pub standing: HashMap<Arc<str>, f64>,
+    /// Most GPUs a user may hold at once (by user, then the default).
+    pub user_max_gpus: HashMap<Arc<str>, u32>,
+    pub default_user_max_gpus: Option<u32>,
+    /// Most GPUs a project's jobs may hold at once.
+    pub project_max_gpus: HashMap<Arc<str>, u32>,
+}
+
+impl Policy {
+    fn user_limit(&self, user: &str) -> Option<u32> {
+        self.user_max_gpus
+            .get(user)
+            .copied()
+            .or(self.default_user_max_gpus)
+    }
+    fn standing_of(&self, user: &str) -> f64 {
+        self.standing.get(user).copied().unwrap_or(0.0)
+    }
 }
 
 /// A decision for the caller to commit and carry out.
@@ -141,6 +173,18 @@ pub enum WaitReason {
     },
     /// Every node runs as many jobs as it has slots.
     Slots,
+    /// The user already holds `used` GPUs of a quota of `limit`.
+    UserQuota {
+        user: Arc<str>,
+        used: u32,
+        limit: u32,
+    },
+    /// The project already holds `used` GPUs of a quota of `limit`.
+    ProjectQuota {
+        project: Arc<str>,
+        used: u32,
+        limit: u32,
+    },
     /// It fits, but would delay the job the GPUs are reserved for (backfill rule).
     Reservation {
         for_job: JobId,
@@ -173,6 +217,7 @@ fn pass<'p>(
     pending: impl IntoIterator<Item = &'p PendingJob>,
     mut reasons: Option<&mut Vec<(JobId, WaitReason)>>,
 ) -> Vec<Decision> {
+    let pending = fair_share_order(input.policy, pending);
     let mut why = |job: JobId, reason: WaitReason| {
         if let Some(r) = reasons.as_deref_mut() {
             r.push((job, reason));
@@ -197,6 +242,15 @@ fn pass<'p>(
         holders[r.node].push((r.gpus.len() as u32, r.ends_by));
     }
     let largest_node = nodes.iter().map(|n| n.gpus.len() as u32).max().unwrap_or(0);
+    // GPUs held per user and per project, for quotas (including this pass's starts).
+    let mut user_gpus: HashMap<Arc<str>, u32> = HashMap::new();
+    let mut project_gpus: HashMap<Arc<str>, u32> = HashMap::new();
+    for r in input.running {
+        *user_gpus.entry(r.user.clone()).or_default() += r.gpus.len() as u32;
+        if let Some(p) = &r.project {
+            *project_gpus.entry(p.clone()).or_default() += r.gpus.len() as u32;
+        }
+    }
 
     let mut decisions = Vec::new();
     let mut reservation: Option<Reservation> = None;
@@ -237,6 +291,43 @@ fn pass<'p>(
             };
             why(job.id, reason);
             continue;
+        }
+        if job.gpus > 0 {
+            let used = user_gpus.get(&job.user).copied().unwrap_or(0);
+            if let Some(limit) = input
+                .policy
+                .user_limit(&job.user)
+                .filter(|&l| used + job.gpus > l)
+            {
+                why(
+                    job.id,
+                    WaitReason::UserQuota {
+                        user: job.user.clone(),
+                        used,
+                        limit,
+                    },
+                );
+                continue;
+            }
+            if let Some(project) = &job.project {
+                let used = project_gpus.get(project).copied().unwrap_or(0);
+                if let Some(&limit) = input
+                    .policy
+                    .project_max_gpus
+                    .get(project)
+                    .filter(|&&l| used + job.gpus > l)
+                {
+                    why(
+                        job.id,
+                        WaitReason::ProjectQuota {
+                            project: project.clone(),
+                            used,
+                            limit,
+                        },
+                    );
+                    continue;
+                }
+            }
         }
         // Fast path for deep queues: most waiting jobs fit nowhere; decide that without allocating.
         let fits_somewhere =
@@ -279,6 +370,10 @@ fn pass<'p>(
                 }
                 free_slots[node] -= 1;
                 holders[node].push((job.gpus, ends_by));
+                *user_gpus.entry(job.user.clone()).or_default() += job.gpus;
+                if let Some(p) = &job.project {
+                    *project_gpus.entry(p.clone()).or_default() += job.gpus;
+                }
                 decisions.push(Decision::Start {
                     job: job.id,
                     node,
@@ -370,6 +465,31 @@ fn preemption_victims(
         }
     }
     best.unwrap_or_default().into_iter().map(|r| r.id).collect()
+}
+
+/// Queue order with fair share: priority class, then the user's standing, then
+/// submit order. Without standings, or with one user, the caller's order is kept
+/// and nothing is sorted (deep single-user queues stay cheap).
+fn fair_share_order<'p>(
+    policy: &Policy,
+    pending: impl IntoIterator<Item = &'p PendingJob>,
+) -> Vec<&'p PendingJob> {
+    let mut jobs: Vec<&PendingJob> = pending.into_iter().collect();
+    let several_users = jobs.windows(2).any(|w| w[0].user != w[1].user);
+    if policy.standing.is_empty() || !several_users {
+        return jobs;
+    }
+    jobs.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(
+                policy
+                    .standing_of(&a.user)
+                    .total_cmp(&policy.standing_of(&b.user)),
+            )
+            .then((a.submitted_at, a.id).cmp(&(b.submitted_at, b.id)))
+    });
+    jobs
 }
 
 fn resources_reason(

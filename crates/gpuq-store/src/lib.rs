@@ -87,6 +87,17 @@ pub struct AttemptEnd {
     pub event: String,
 }
 
+/// One attempt, for usage accounting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageRow {
+    pub user: String,
+    pub project: Option<String>,
+    pub gpus: u32,
+    pub started_at: Millis,
+    /// `None` while running.
+    pub ended_at: Option<Millis>,
+}
+
 /// Filter of `list`.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
@@ -377,6 +388,24 @@ impl Store {
             )?;
             insert_event(tx, now, job, "requeued", &format!("by {by}"))
         })
+    }
+
+    /// Every attempt's owner, GPU count and times, for usage accounting.
+    pub fn usage_rows(&self) -> Result<Vec<UsageRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT j.user, j.project, json_array_length(a.gpus), a.started_at, a.ended_at \
+             FROM attempts a JOIN jobs j ON j.id = a.job_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(UsageRow {
+                user: r.get(0)?,
+                project: r.get(1)?,
+                gpus: r.get(2)?,
+                started_at: r.get(3)?,
+                ended_at: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<String>> {

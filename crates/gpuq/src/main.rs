@@ -1,6 +1,7 @@
 //! gpuq: the daemon, the CLI and the per-job supervisor, in one binary.
 
 mod cli;
+mod config;
 mod home;
 mod server;
 mod spec_file;

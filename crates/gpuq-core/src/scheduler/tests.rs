@@ -13,6 +13,7 @@ struct Scenario {
     pending: Vec<PendingJob>,
     states: HashMap<JobId, DependencyState>,
     drained: bool,
+    policy: Policy,
 }
 
 impl Scenario {
@@ -32,6 +33,8 @@ impl Scenario {
     fn running(mut self, id: JobId, node: usize, gpus: &[u32], ends_by: Option<Millis>) -> Self {
         self.running.push(RunningJob {
             id,
+            user: "u".into(),
+            project: None,
             node,
             gpus: gpus.to_vec(),
             ends_by,
@@ -52,6 +55,8 @@ impl Scenario {
     fn queued_with(mut self, id: JobId, gpus: u32, f: impl FnOnce(&mut PendingJob)) -> Self {
         let mut job = PendingJob {
             id,
+            user: "u".into(),
+            project: None,
             priority: Priority::Normal,
             submitted_at: id as Millis,
             gpus,
@@ -78,6 +83,7 @@ impl Scenario {
             running: &self.running,
             dependency: &lookup,
             drained: self.drained,
+            policy: &self.policy,
         };
         schedule(&input, &self.pending)
     }
@@ -365,6 +371,8 @@ proptest! {
             if submit {
                 pending.push(PendingJob {
                     id: next_id,
+                    user: "u".into(),
+                    project: None,
                     priority: [Priority::Low, Priority::Normal, Priority::High][pick as usize % 3],
                     submitted_at: now,
                     gpus,
@@ -381,7 +389,8 @@ proptest! {
             }
             pending.sort_by_key(PendingJob::queue_key);
             let lookup = |_| DependencyState::Succeeded;
-            let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false };
+            let policy = Policy::default();
+            let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false, policy: &policy };
             for d in schedule(&input, &pending) {
                 match d {
                     Decision::Start { job, node, gpus } => {
@@ -390,6 +399,8 @@ proptest! {
                         pending.retain(|p| p.id != job);
                         running.push(RunningJob {
                             id: job,
+                            user: "u".into(),
+                            project: None,
                             node,
                             gpus,
                             ends_by: None,
@@ -433,6 +444,7 @@ fn reasons(s: Scenario) -> HashMap<JobId, WaitReason> {
         running: &s.running,
         dependency: &lookup,
         drained: s.drained,
+        policy: &s.policy,
     };
     let (decisions, why) = explain(&input, &s.pending);
     assert_eq!(
@@ -490,4 +502,139 @@ fn full_slots_and_drain_are_named() {
     let mut drained = Scenario::default().node(1).queued(1, 1);
     drained.drained = true;
     assert_eq!(reasons(drained)[&1], WaitReason::Drained);
+}
+
+fn by(user: &str) -> impl FnOnce(&mut PendingJob) + '_ {
+    move |j| j.user = user.into()
+}
+
+#[test]
+fn fair_share_puts_a_light_user_before_a_heavy_one() {
+    let mut s = Scenario::default()
+        .node(1)
+        .queued_with(1, 1, by("alice"))
+        .queued_with(2, 1, by("alice"))
+        .queued_with(3, 1, by("bob"));
+    s.policy.standing = HashMap::from([("alice".into(), 3600.0 * 40.0), ("bob".into(), 60.0)]);
+    assert_eq!(
+        started(&s.run()),
+        vec![3],
+        "bob used less: he goes first although he came last"
+    );
+    let mut class = Scenario::default()
+        .node(1)
+        .queued_with(1, 1, |j| {
+            j.user = "alice".into();
+            j.priority = Priority::High;
+        })
+        .queued_with(2, 1, by("bob"));
+    class.policy.standing = HashMap::from([("alice".into(), 1e9)]);
+    assert_eq!(
+        started(&class.run()),
+        vec![1],
+        "the priority class still comes first"
+    );
+}
+
+#[test]
+fn user_and_project_quotas_hold_jobs_back_without_blocking_others() {
+    let mut s = Scenario::default()
+        .node(8)
+        .running(1, 0, &[0, 1, 2], None)
+        .with_last_running(|r| r.user = "alice".into())
+        .queued_with(2, 2, by("alice"))
+        .queued_with(3, 1, by("alice"))
+        .queued_with(4, 2, by("bob"));
+    s.policy.user_max_gpus = HashMap::from([("alice".into(), 4)]);
+    let why = reasons(s.clone_scenario());
+    assert_eq!(
+        why[&2],
+        WaitReason::UserQuota {
+            user: "alice".into(),
+            used: 3,
+            limit: 4
+        }
+    );
+    assert_eq!(
+        started(&s.run()),
+        vec![3, 4],
+        "alice fills her quota, bob is not held up"
+    );
+
+    let mut p = Scenario::default()
+        .node(8)
+        .queued_with(1, 3, |j| j.project = Some("nlp".into()))
+        .queued_with(2, 3, |j| j.project = Some("nlp".into()))
+        .queued_with(3, 3, |j| j.project = Some("vision".into()));
+    p.policy.project_max_gpus = HashMap::from([("nlp".into(), 4)]);
+    assert_eq!(started(&p.run()), vec![1, 3]);
+}
+
+impl Scenario {
+    fn clone_scenario(&self) -> Scenario {
+        Scenario {
+            now: self.now,
+            nodes: self.nodes.clone(),
+            running: self.running.clone(),
+            pending: self.pending.clone(),
+            states: self.states.clone(),
+            drained: self.drained,
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+proptest! {
+    /// EASY backfill never starves the head: under a continuous stream of small
+    /// jobs, a job that needs the whole node starts no later than the time
+    /// limits of the jobs running when it arrived allow.
+    #[test]
+    fn the_head_is_never_starved_by_a_stream_of_small_jobs(
+        initial in proptest::collection::vec((1u32..3, 1i64..50), 1..4),
+        stream in proptest::collection::vec((1u32..3, 1i64..60), 1..200),
+    ) {
+        let nodes = vec![Node { name: "n".into(), gpus: (0..4).collect(), slots: 64 }];
+        let policy = Policy::default();
+        let lookup = |_| DependencyState::Succeeded;
+        let mut running: Vec<RunningJob> = Vec::new();
+        let mut next_gpu = 0u32;
+        for (i, (g, limit)) in initial.iter().enumerate() {
+            let g = (*g).min(4 - next_gpu);
+            if g == 0 { break; }
+            running.push(RunningJob { id: 1000 + i as u64, user: "u".into(), project: None,
+                gpus: (next_gpu..next_gpu + g).collect(), node: 0, ends_by: Some(*limit),
+                priority: Priority::Normal, preemptible: false, stopping: false });
+            next_gpu += g;
+        }
+        // The head arrives at t=0 and can start, at the latest, when every job running then has ended.
+        let deadline = running.iter().filter_map(|r| r.ends_by).max().unwrap_or(0);
+        let head = PendingJob { id: 1, user: "u".into(), project: None, priority: Priority::Normal,
+            submitted_at: 0, gpus: 4, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None };
+        let mut pending = vec![head];
+        let mut head_started = None;
+        for (t, (g, limit)) in stream.iter().enumerate() {
+            let now = t as i64;
+            running.retain(|r| r.ends_by.is_none_or(|e| e > now));
+            pending.push(PendingJob { id: 10 + t as u64, user: "u".into(), project: None,
+                priority: Priority::Normal, submitted_at: now + 1, gpus: *g, time_limit_ms: Some(*limit as u64),
+                after: vec![], held: false, eligible_at: None });
+            let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false, policy: &policy };
+            for d in schedule(&input, &pending) {
+                if let Decision::Start { job, node, gpus } = d {
+                    let p = pending.iter().find(|p| p.id == job).unwrap().clone();
+                    if job == 1 { head_started = Some(now); }
+                    running.push(RunningJob { id: job, user: "u".into(), project: None, node, gpus,
+                        ends_by: Some(now + p.time_limit_ms.unwrap() as i64), priority: p.priority,
+                        preemptible: false, stopping: false });
+                    pending.retain(|q| q.id != job);
+                }
+            }
+            if head_started.is_some() { break; }
+        }
+        if let Some(at) = head_started {
+            prop_assert!(at <= deadline, "head started at {} after its reserved time {}", at, deadline);
+        } else {
+            prop_assert!((stream.len() as i64) <= deadline, "the stream ran past {} and the head never started", deadline);
+        }
+    }
 }

@@ -15,6 +15,7 @@ mod requeue;
 mod run;
 mod show;
 mod submit;
+mod usage;
 mod wait;
 
 use clap::{Parser, Subcommand};
@@ -65,6 +66,8 @@ enum Command {
     Undrain(drain::DrainArgs),
     /// Wait for jobs to end; exit status is the job's (several: 0 only if all succeeded).
     Wait(wait::WaitArgs),
+    /// GPU-hours per user and project, and fair-share standing.
+    Usage(usage::UsageArgs),
     /// List GPUs and who holds them.
     Gpus(gpus::GpusArgs),
     /// Print a shell completion script.
@@ -82,6 +85,9 @@ struct ServerArgs {
     /// Jobs that may run at once [default: 4 per CPU core, at least 8].
     #[arg(long)]
     slots: Option<u32>,
+    /// Configuration file (shares, quotas) [default: $GPUQ_HOME/gpuq.toml if present].
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
 }
 
 /// A command's failure: what to print and which exit status to use.
@@ -166,6 +172,7 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Drain(args) => drain::run(&client, true, args).await,
         Command::Undrain(args) => drain::run(&client, false, args).await,
         Command::Gpus(args) => gpus::run(&client, args).await,
+        Command::Usage(args) => usage::run(&client, args).await,
         Command::Server(_) | Command::Completions(_) => unreachable!("handled without a client"),
     }
 }
@@ -175,12 +182,16 @@ fn server(args: ServerArgs) -> CmdResult {
         .gpus
         .parse()
         .map_err(|e: gpuq_gpu::GpuSourceError| CliError::usage(e.to_string()))?;
+    let home = crate::home::resolve_home();
+    let config =
+        crate::config::Config::load(args.config.as_deref(), &home).map_err(CliError::usage)?;
     init_logging();
     let opts = crate::server::ServerOptions {
+        config,
         listen: args.listen,
         gpus,
         slots: args.slots,
-        home: crate::home::resolve_home(),
+        home,
     };
     crate::server::run(opts).map_err(|e| CliError::failure(format!("{e:#}")))?;
     Ok(0)

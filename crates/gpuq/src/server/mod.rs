@@ -28,6 +28,7 @@ pub struct ServerOptions {
     pub gpus: GpuSource,
     pub slots: Option<u32>,
     pub home: PathBuf,
+    pub config: crate::config::Config,
 }
 
 pub fn router(ctx: Arc<AppContext>) -> Router {
@@ -41,6 +42,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/release", post(routes::release))
         .route("/v1/jobs/:id/explain", get(routes::explain))
         .route("/v1/explain", get(routes::explain_queued))
+        .route("/v1/usage", get(routes::usage))
         .route("/v1/queue", get(routes::queue))
         .route("/v1/queue/drain", post(routes::drain))
         .route("/v1/queue/undrain", post(routes::undrain))
@@ -113,10 +115,20 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     let url = format!("http://{local}");
 
     let node = hostname();
-    let slots = opts.slots.unwrap_or_else(default_slots);
+    let slots = opts
+        .slots
+        .or(opts.config.scheduler.slots)
+        .unwrap_or_else(default_slots);
     let exe = std::env::current_exe().context("cannot find the gpuq binary for the supervisor")?;
     let executor = LocalExecutor::new(&home, exe, url.clone(), token.clone());
-    let service = Service::new(store, executor, node.clone(), discovery.gpus.clone(), slots)?;
+    let service = Service::new(
+        store,
+        executor,
+        node.clone(),
+        discovery.gpus.clone(),
+        slots,
+        opts.config,
+    )?;
     service.recover()?;
     tokio::spawn(service.clone().scheduler_loop());
 

@@ -58,6 +58,7 @@ impl From<ServiceError> for ApiError {
             },
             ServiceError::NoSuchJob(_) => Self::new(StatusCode::NOT_FOUND, e.to_string()),
             ServiceError::Conflict(_) => Self::new(StatusCode::CONFLICT, e.to_string()),
+            ServiceError::Quota(_) => Self::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
             ServiceError::Store(StoreError::DiskFull) => {
                 Self::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
             }
@@ -202,6 +203,10 @@ pub async fn explain_queued(
         .collect();
     all.sort_by_key(|e| e.id);
     Ok(Json(all))
+}
+
+pub async fn usage(State(ctx): State<AppState>) -> ApiResult<Json<gpuq_api::Usage>> {
+    Ok(Json(ctx.service.usage()?))
 }
 
 pub async fn queue(State(ctx): State<AppState>) -> Json<gpuq_api::QueueStatus> {

@@ -25,6 +25,47 @@ impl Daemon {
         Self::launch(Some(temp), home, gpus)
     }
 
+    /// A daemon started with `toml` as its `$GPUQ_HOME/gpuq.toml`.
+    pub fn start_with_config(gpus: &str, toml: &str) -> Self {
+        let temp = tempfile::tempdir().expect("temp home");
+        std::fs::write(temp.path().join("gpuq.toml"), toml).unwrap();
+        let home = temp.path().to_path_buf();
+        Self::launch(Some(temp), home, gpus)
+    }
+
+    /// Submits through the API as `user` (as a remote client would); returns the job id.
+    pub fn submit_as(&self, user: &str, gpus: u32, argv: &[&str]) -> u64 {
+        let body = serde_json::json!({
+            "spec": { "command": argv, "gpus": gpus },
+            "cwd": "/tmp",
+            "env": { "PATH": std::env::var("PATH").unwrap_or_default() },
+            "user": user,
+        });
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "-f",
+                "-X",
+                "POST",
+                "-H",
+                "content-type: application/json",
+                "-H",
+            ])
+            .arg(format!("authorization: Bearer {}", self.token()))
+            .arg("--data-binary")
+            .arg(body.to_string())
+            .arg(format!("{}/v1/jobs", self.url))
+            .output()
+            .expect("curl runs");
+        assert!(
+            out.status.success(),
+            "submit as {user} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let job: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        job["id"].as_u64().unwrap()
+    }
+
     /// A daemon whose GPUQ_HOME is `home` (created if needed).
     pub fn start_in(home: &Path, gpus: &str) -> Self {
         std::fs::create_dir_all(home).unwrap();

@@ -19,6 +19,7 @@ impl Service {
             running: &running,
             dependency: &lookup,
             drained: inner.drained,
+            policy: &inner.policy,
         };
         let (decisions, reasons) = gpuq_core::explain(&input, inner.pending.values());
         let mut out: HashMap<JobId, String> = HashMap::new();
@@ -91,6 +92,18 @@ impl Service {
                 "a retry waiting out its back-off until {}",
                 clock(*until, now)
             ),
+            WaitReason::UserQuota { user, used, limit } => {
+                format!("{user} already uses {used} of a quota of {limit} GPUs at once")
+            }
+            WaitReason::ProjectQuota {
+                project,
+                used,
+                limit,
+            } => {
+                format!(
+                    "project {project} already uses {used} of its quota of {limit} GPUs at once"
+                )
+            }
             WaitReason::Slots => format!(
                 "all {} job slots are busy",
                 self.nodes.iter().map(|n| n.slots).sum::<u32>()

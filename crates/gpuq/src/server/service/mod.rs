@@ -9,9 +9,12 @@ mod explain;
 mod outcome;
 mod recovery;
 mod stop;
+mod usage;
 
+use crate::config::Config;
 use crate::home::now_ms;
 use gpuq_api::{GpuStatus, SubmitRequest};
+use gpuq_core::scheduler::Policy;
 use gpuq_core::scheduler::QueueKey;
 use gpuq_core::{
     schedule, Decision, DependencyState, EarlySignal, Job, JobId, JobState, Millis, Node,
@@ -40,12 +43,17 @@ pub enum ServiceError {
     NoSuchJob(JobId),
     #[error("{0}")]
     Conflict(String),
+    #[error("{0}")]
+    Quota(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
 struct RunningAttempt {
     attempt: u32,
+    user: Arc<str>,
+    project: Option<Arc<str>>,
+    started_at: Millis,
     node: usize,
     gpus: Vec<u32>,
     ends_by: Option<Millis>,
@@ -67,6 +75,9 @@ struct Inner {
     /// Every job's state, for dependency lookups.
     states: HashMap<JobId, JobState>,
     drained: bool,
+    /// Fair-share standings and quotas, as the scheduler core takes them.
+    policy: Policy,
+    ledger: usage::Ledger,
 }
 
 pub struct Service {
@@ -79,6 +90,7 @@ pub struct Service {
     executor: LocalExecutor,
     nodes: Vec<Node>,
     gpus: Vec<GpuInfo>,
+    config: Config,
 }
 
 impl Service {
@@ -88,6 +100,7 @@ impl Service {
         node_name: String,
         gpus: Vec<GpuInfo>,
         slots: u32,
+        config: Config,
     ) -> Result<Arc<Self>, StoreError> {
         // `preempted` is transient: a daemon that died between its two commits requeues the job here.
         let preempted = gpuq_store::ListFilter {
@@ -113,14 +126,35 @@ impl Service {
             slots,
         }];
         let (changed, _) = watch::channel(0);
+        let now = now_ms();
+        let policy = Policy {
+            standing: HashMap::new(),
+            user_max_gpus: config
+                .users
+                .iter()
+                .filter_map(|(u, c)| Some((Arc::from(u.as_str()), c.max_gpus?)))
+                .collect(),
+            default_user_max_gpus: config.scheduler.default_max_gpus,
+            project_max_gpus: config
+                .projects
+                .iter()
+                .filter_map(|(p, c)| Some((Arc::from(p.as_str()), c.max_gpus?)))
+                .collect(),
+        };
+        let mut inner = Inner {
+            store,
+            pending,
+            running: HashMap::new(),
+            states,
+            drained,
+            policy,
+            ledger: usage::Ledger::new(now, config.scheduler.fair_share_half_life.as_millis()),
+        };
+        Self::load_usage(&mut inner, now)?;
+        inner.policy.standing = inner.ledger.standings(|u| config.share(u));
         Ok(Arc::new(Self {
-            inner: Mutex::new(Inner {
-                store,
-                pending,
-                running: HashMap::new(),
-                states,
-                drained,
-            }),
+            config,
+            inner: Mutex::new(inner),
             changed,
             wake_scheduler: Notify::new(),
             quiet: AtomicBool::new(false),
@@ -224,6 +258,14 @@ impl Service {
         let now = now_ms();
         let job = {
             let mut inner = self.lock();
+            if let Some(limit) = self.config.max_queued(&user) {
+                let queued = inner.pending.values().filter(|p| *p.user == *user).count() as u32;
+                if queued >= limit {
+                    return Err(ServiceError::Quota(format!(
+                        "{user} already has {queued} queued jobs, the most allowed ({limit}); wait for some to start or cancel some"
+                    )));
+                }
+            }
             for dep in &spec.after {
                 if !inner.states.contains_key(dep) {
                     return Err(SpecError::new("after", format!("job {dep} does not exist")).into());
@@ -441,6 +483,7 @@ impl Service {
                 running: &running,
                 dependency: &lookup,
                 drained: inner.drained,
+                policy: &inner.policy,
             };
             let decisions = schedule(&input, inner.pending.values());
             self.arm_back_off_wake(&inner, now);
@@ -479,9 +522,9 @@ impl Service {
             }
             let mut launches = Vec::with_capacity(starts.len());
             for (start, attempt) in starts.into_iter().zip(attempts) {
-                if Self::remove_pending(&mut inner, start.job).is_none() {
+                let Some(queued) = Self::remove_pending(&mut inner, start.job) else {
                     continue;
-                }
+                };
                 inner.states.insert(start.job, JobState::Running);
                 // The running entry goes in under the same lock as the commit: the next
                 // pass must see these GPUs as held.
@@ -491,6 +534,9 @@ impl Service {
                     start.job,
                     RunningAttempt {
                         attempt,
+                        user: queued.user.clone(),
+                        project: queued.project.clone(),
+                        started_at: now,
                         node: 0,
                         gpus: start.gpus.clone(),
                         ends_by: spec
@@ -647,7 +693,9 @@ impl Service {
                 tracing::error!("cannot record the end of job {id} attempt {attempt}: {e}");
                 return;
             }
-            inner.running.remove(&id);
+            if let Some(run) = inner.running.remove(&id) {
+                self.account(&mut inner, &run.user, run.gpus.len(), run.started_at, now);
+            }
             inner.states.insert(id, out.next_state);
             if out.next_state == JobState::Preempted {
                 if let Err(e) = inner.store.requeue_preempted(id, now) {
@@ -673,6 +721,8 @@ fn running_snapshot(inner: &Inner) -> Vec<RunningJob> {
         .iter()
         .map(|(id, r)| RunningJob {
             id: *id,
+            user: r.user.clone(),
+            project: r.project.clone(),
             node: r.node,
             gpus: r.gpus.clone(),
             ends_by: r.ends_by,
@@ -695,6 +745,8 @@ fn dependency_state(states: &HashMap<JobId, JobState>, dep: JobId) -> Dependency
 fn pending_of(job: &Job) -> PendingJob {
     PendingJob {
         id: job.id,
+        user: Arc::from(job.user.as_str()),
+        project: job.project.as_deref().map(Arc::from),
         priority: job.priority,
         submitted_at: job.submitted_at,
         gpus: job.gpus_requested,

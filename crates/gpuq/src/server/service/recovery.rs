@@ -62,6 +62,9 @@ impl Service {
                     job.id,
                     RunningAttempt {
                         attempt: job.attempt,
+                        user: Arc::from(job.user.as_str()),
+                        project: job.project.as_deref().map(Arc::from),
+                        started_at: job.started_at.unwrap_or_else(now_ms),
                         node: 0,
                         gpus: job.gpus.clone(),
                         ends_by: spec
