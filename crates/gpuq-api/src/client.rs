@@ -31,7 +31,6 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: String,
-    user: String,
 }
 
 /// One piece of a log.
@@ -45,14 +44,26 @@ pub struct LogChunk {
 }
 
 impl Client {
-    pub fn new(base: &str, token: &str, user: &str) -> Self {
+    pub fn new(base: &str, token: &str) -> Self {
         Self {
-            user: user.to_string(),
             http: reqwest::Client::builder()
                 .no_proxy()
                 .build()
                 .expect("HTTP client builds"),
             base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    /// A client that talks to the daemon over its unix socket: the kernel tells
+    /// the daemon who we are, so no token is needed.
+    pub fn unix(socket: &std::path::Path, token: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .unix_socket(socket.to_path_buf())
+                .build()
+                .expect("HTTP client builds"),
+            base: "http://gpuq.local".to_string(),
             token: token.to_string(),
         }
     }
@@ -77,7 +88,6 @@ impl Client {
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, ApiError> {
         let resp = req
             .bearer_auth(&self.token)
-            .header(HEADER_USER, &self.user)
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
@@ -188,6 +198,27 @@ impl Client {
     /// Why each queued job waits (one scheduling pass for all of them).
     pub async fn explain_queued(&self) -> Result<Vec<Explanation>, ApiError> {
         self.json(self.http.get(self.url("/v1/explain"))).await
+    }
+
+    pub async fn whoami(&self) -> Result<WhoAmI, ApiError> {
+        self.json(self.http.get(self.url("/v1/whoami"))).await
+    }
+
+    pub async fn create_token(&self, user: &str) -> Result<TokenCreated, ApiError> {
+        self.json(self.http.post(self.url("/v1/tokens")).json(&TokenRequest {
+            user: user.to_string(),
+        }))
+        .await
+    }
+
+    pub async fn tokens(&self) -> Result<Vec<TokenInfo>, ApiError> {
+        self.json(self.http.get(self.url("/v1/tokens"))).await
+    }
+
+    pub async fn revoke_token(&self, id: i64) -> Result<(), ApiError> {
+        self.send(self.http.post(self.url(&format!("/v1/tokens/{id}/revoke"))))
+            .await
+            .map(|_| ())
     }
 
     pub async fn usage(&self) -> Result<Usage, ApiError> {

@@ -16,8 +16,6 @@ use std::collections::BTreeMap;
 pub const HEADER_LOG_OFFSET: &str = "x-gpuq-log-offset";
 /// Header set to `true` when the attempt ended and everything was read.
 pub const HEADER_LOG_COMPLETE: &str = "x-gpuq-log-complete";
-/// Header naming who asks (recorded as the cause of cancels, holds, requeues).
-pub const HEADER_USER: &str = "x-gpuq-user";
 /// Header naming the attempt a log read returned.
 pub const HEADER_LOG_ATTEMPT: &str = "x-gpuq-log-attempt";
 
@@ -117,6 +115,37 @@ pub struct ProjectUsage {
     pub gpu_hours: f64,
     pub running_gpus: u32,
     pub max_gpus: Option<u32>,
+}
+
+/// `POST /v1/tokens`
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TokenRequest {
+    /// The user the token acts as.
+    pub user: String,
+}
+
+/// The answer to `POST /v1/tokens`: the only time the secret is shown.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TokenCreated {
+    pub id: i64,
+    pub user: String,
+    pub token: String,
+}
+
+/// `GET /v1/tokens`
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TokenInfo {
+    pub id: i64,
+    pub user: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// `GET /v1/whoami`: the identity the daemon sees for this client.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct WhoAmI {
+    pub user: String,
+    pub admin: bool,
 }
 
 /// Body of every error response.

@@ -3,7 +3,8 @@
 //! keeps `docs/openapi.json` equal to it.
 
 use crate::{
-    ErrorBody, Explanation, GpuStatus, JobDetail, QueueStatus, ServerInfo, SubmitRequest, Usage,
+    ErrorBody, Explanation, GpuStatus, JobDetail, QueueStatus, ServerInfo, SubmitRequest,
+    TokenCreated, TokenInfo, TokenRequest, Usage, WhoAmI,
 };
 use gpuq_core::{Job, JobSpec};
 use schemars::gen::{SchemaGenerator, SchemaSettings};
@@ -21,6 +22,10 @@ fn schemas() -> Value {
     gen.subschema_for::<QueueStatus>();
     gen.subschema_for::<Explanation>();
     gen.subschema_for::<Usage>();
+    gen.subschema_for::<TokenRequest>();
+    gen.subschema_for::<TokenCreated>();
+    gen.subschema_for::<TokenInfo>();
+    gen.subschema_for::<WhoAmI>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -37,6 +42,7 @@ fn errors() -> Value {
     json!({
         "400": e("Bad input; `field` names the offending field"),
         "401": e("Missing or wrong token"),
+        "403": e("Not the job's owner, nor an admin"),
         "404": e("No such job"),
     })
 }
@@ -69,7 +75,7 @@ pub fn document() -> Value {
             "schemas": schemas()
         },
         "security": [ { "bearer": [] } ],
-        "x-gpuq-user-header": "Clients send `x-gpuq-user: <name>`; it is recorded as who cancelled, held or requeued a job.",
+        "x-gpuq-identity": "Over the unix socket $GPUQ_HOME/gpuq.sock the caller is the peer's uid (no token needed); over TCP, the bearer token's user. Only a job's owner or an admin may cancel, requeue, hold, release it or read its log (403 otherwise).",
         "paths": {
             "/health": { "get": {
                 "summary": "Liveness; needs no token", "security": [],
@@ -156,6 +162,34 @@ pub fn document() -> Value {
             "/v1/usage": { "get": {
                 "summary": "GPU-hours per user and project, and each user's fair-share standing",
                 "responses": with_errors("200", json_body(schema_ref("Usage"), "Usage"))
+            }},
+            "/v1/whoami": { "get": {
+                "summary": "The identity the daemon sees for this client (peer credentials on the unix socket, or the token's user)",
+                "responses": with_errors("200", json_body(schema_ref("WhoAmI"), "Who you are"))
+            }},
+            "/v1/tokens": {
+                "post": {
+                    "summary": "Create an API token for a user (admins only); the secret is returned once and stored hashed",
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("TokenRequest") } } },
+                    "responses": {
+                        "201": json_body(schema_ref("TokenCreated"), "The new token"),
+                        "401": json_body(schema_ref("ErrorBody"), "Missing or wrong token"),
+                        "403": json_body(schema_ref("ErrorBody"), "Not an admin")
+                    }
+                },
+                "get": {
+                    "summary": "List tokens (admins only; never the secrets)",
+                    "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("TokenInfo") }), "Tokens"))
+                }
+            },
+            "/v1/tokens/{id}/revoke": { "post": {
+                "summary": "Revoke a token (admins only)",
+                "parameters": [ { "name": "id", "in": "path", "required": true, "schema": { "type": "integer" } } ],
+                "responses": {
+                    "204": { "description": "Revoked" },
+                    "403": json_body(schema_ref("ErrorBody"), "Not an admin"),
+                    "404": json_body(schema_ref("ErrorBody"), "No such token")
+                }
             }},
             "/v1/queue": { "get": {
                 "summary": "Whether the queue is drained",

@@ -87,6 +87,15 @@ pub struct AttemptEnd {
     pub event: String,
 }
 
+/// An API token as listed (the secret itself is never stored).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    pub id: i64,
+    pub user: String,
+    pub created_at: Millis,
+    pub revoked_at: Option<Millis>,
+}
+
 /// One attempt, for usage accounting.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsageRow {
@@ -406,6 +415,54 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Stores a new API token's hash for `user`; returns its id.
+    pub fn create_token(&mut self, user: &str, hash: &[u8], now: Millis) -> Result<i64> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO tokens (user, hash, created_at) VALUES (?1, ?2, ?3)",
+                params![user, hash, now],
+            )?;
+            Ok(tx.last_insert_rowid())
+        })
+    }
+
+    /// The user of a valid (not revoked) token, found by its hash.
+    pub fn token_user(&self, hash: &[u8]) -> Result<Option<(i64, String, Vec<u8>)>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, user, hash FROM tokens WHERE hash = ?1 AND revoked_at IS NULL",
+                [hash],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?)
+    }
+
+    pub fn tokens(&self) -> Result<Vec<TokenRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, user, created_at, revoked_at FROM tokens ORDER BY id")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(TokenRecord {
+                id: r.get(0)?,
+                user: r.get(1)?,
+                created_at: r.get(2)?,
+                revoked_at: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Revokes a token; false when there is no such (unrevoked) token.
+    pub fn revoke_token(&mut self, id: i64, now: Millis) -> Result<bool> {
+        self.write(|tx| {
+            Ok(tx.execute(
+                "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![id, now],
+            )? > 0)
+        })
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<String>> {

@@ -4,7 +4,8 @@ use crate::{Result, StoreError};
 use rusqlite::Connection;
 
 /// Schema versions, in order; index + 1 is the version after applying the entry.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE jobs (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
     name           TEXT,
@@ -58,7 +59,17 @@ CREATE TABLE events (
     detail TEXT NOT NULL
 );
 CREATE INDEX events_job ON events (job_id);
-"#];
+"#,
+    r#"
+CREATE TABLE tokens (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    user       TEXT NOT NULL,
+    hash       BLOB NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+"#,
+];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is
 /// in the WAL (OS page cache) before it returns, so a killed daemon loses nothing;

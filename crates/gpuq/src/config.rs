@@ -2,6 +2,9 @@
 //! `$GPUQ_HOME/gpuq.toml` when it exists. Every field is optional.
 //!
 //! ```toml
+//! admins = ["alice"]            # may cancel, requeue, hold any job
+//! single_user = false           # true: even as root, run every job as the daemon's user
+//!
 //! [scheduler]
 //! fair_share_half_life = "7d"   # how fast past usage is forgotten
 //! default_max_gpus = 4          # per user, at once
@@ -24,6 +27,13 @@ use std::path::Path;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Users who may act on every job (besides root and the daemon's own user).
+    #[serde(default)]
+    pub admins: Vec<String>,
+    /// Even when run as root, serve only the daemon's own user and run every
+    /// job as that user (socket mode 0600). Names in submits are then labels.
+    #[serde(default)]
+    pub single_user: bool,
     #[serde(default)]
     pub scheduler: SchedulerConfig,
     #[serde(default)]

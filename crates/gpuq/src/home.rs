@@ -28,6 +28,11 @@ pub fn daemon_file(home: &Path) -> PathBuf {
     home.join("daemon.json")
 }
 
+/// The daemon's unix socket: local clients are identified by the kernel.
+pub fn socket_path(home: &Path) -> PathBuf {
+    home.join("gpuq.sock")
+}
+
 pub fn daemon_log(home: &Path) -> PathBuf {
     home.join("daemon.log")
 }

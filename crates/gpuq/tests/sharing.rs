@@ -6,7 +6,8 @@ use std::time::Duration;
 
 #[test]
 fn after_a_heavy_user_the_light_user_goes_first() {
-    let d = Daemon::start("sim:1");
+    // The users here are labels: jobs run as the daemon's user.
+    let d = Daemon::start_with_config("sim:1", "single_user = true\n");
     // alice has used the GPU; bob has not.
     let used = d.submit_as("alice", 1, &["sleep", "0.5"]);
     assert_eq!(d.wait(used)["state"], "succeeded");
@@ -42,7 +43,7 @@ fn after_a_heavy_user_the_light_user_goes_first() {
 fn quotas_cap_gpus_at_once_and_queued_jobs() {
     let d = Daemon::start_with_config(
         "sim:4",
-        "[scheduler]\ndefault_max_gpus = 2\n[users.bob]\nmax_gpus = 3\nmax_queued = 2\n",
+        "single_user = true\n[scheduler]\ndefault_max_gpus = 2\n[users.bob]\nmax_gpus = 3\nmax_queued = 2\n",
     );
     let a1 = d.submit_as("alice", 2, &["sleep", "1"]);
     let a2 = d.submit_as("alice", 1, &["true"]);

@@ -12,7 +12,7 @@ pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
     let home = home::resolve_home();
     if let Some(url) = url.filter(|u| !u.trim().is_empty()) {
         let token = home::read_token(&home).unwrap_or_default();
-        return Ok(Client::new(&url, &token, &home::current_user()));
+        return Ok(Client::new(&url, &token));
     }
     if let Some(client) = running_daemon(&home).await {
         return Ok(client);
@@ -38,9 +38,19 @@ pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
 }
 
 async fn running_daemon(home: &std::path::Path) -> Option<Client> {
+    // The unix socket first: the daemon knows who we are without a token (and a
+    // daemon run as root for everyone has a token only root can read).
+    let socket = home::socket_path(home);
+    if socket.exists() {
+        let token = home::read_token(home).unwrap_or_default();
+        let client = Client::unix(&socket, &token);
+        if client.health().await.is_ok() {
+            return Some(client);
+        }
+    }
     let daemon = DaemonFile::read(home)?;
     let token = home::read_token(home)?;
-    let client = Client::new(&daemon.url, &token, &home::current_user());
+    let client = Client::new(&daemon.url, &token);
     client.health().await.ok()?;
     Some(client)
 }

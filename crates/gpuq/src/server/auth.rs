@@ -1,47 +1,51 @@
-//! Bearer-token check for every endpoint but `/health`.
+//! Authentication of TCP requests: `Authorization: Bearer <token>`, either the
+//! daemon's own token (`$GPUQ_HOME/token`, its owner, an admin) or a per-user
+//! token (`gpuq token create`). Requests over the unix socket arrive with their
+//! `Caller` already set from the peer's credentials.
 
+use super::identity::{constant_time_eq, hash_token, Caller};
 use super::routes::{ApiError, AppState};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
 
-pub async fn require_token(
+pub async fn authenticate(
     State(ctx): State<AppState>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
+    if req.extensions().get::<Caller>().is_some() {
+        return Ok(next.run(req).await);
+    }
     let presented = req
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if constant_time_eq(presented.as_bytes(), ctx.token.as_bytes()) {
-        Ok(next.run(req).await)
+        .unwrap_or("")
+        .to_string();
+    let caller = if constant_time_eq(presented.as_bytes(), ctx.token.as_bytes()) {
+        Some(Caller {
+            user: ctx.identity.owner.clone(),
+            admin: true,
+        })
+    } else if presented.is_empty() {
+        None
     } else {
-        Err(ApiError::new(
+        let hash = hash_token(&presented);
+        ctx.service
+            .token_user(&hash)?
+            .filter(|(_, _, stored)| constant_time_eq(stored, &hash))
+            .map(|(_, user, _)| ctx.identity.caller(user))
+    };
+    let Some(caller) = caller else {
+        return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "missing or wrong API token; send `Authorization: Bearer <token>` with the token in $GPUQ_HOME/token",
-        ))
-    }
-}
-
-/// Compares without an early exit, so timing does not reveal how much of a guess was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn compares_whole_tokens() {
-        assert!(super::constant_time_eq(b"abc", b"abc"));
-        assert!(!super::constant_time_eq(b"abc", b"abd"));
-        assert!(!super::constant_time_eq(b"abc", b"ab"));
-        assert!(!super::constant_time_eq(b"", b"a"));
-    }
+            "missing, wrong or revoked API token; send `Authorization: Bearer <token>` (the daemon's is in \
+             $GPUQ_HOME/token; `gpuq token create --user NAME` makes one per user)",
+        ));
+    };
+    req.extensions_mut().insert(caller);
+    Ok(next.run(req).await)
 }

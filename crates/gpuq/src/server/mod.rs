@@ -2,6 +2,7 @@
 //! previous daemon left running, then serves the API and runs the scheduler.
 
 mod auth;
+pub mod identity;
 mod routes;
 pub mod service;
 
@@ -43,6 +44,12 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/explain", get(routes::explain))
         .route("/v1/explain", get(routes::explain_queued))
         .route("/v1/usage", get(routes::usage))
+        .route("/v1/whoami", get(routes::whoami))
+        .route(
+            "/v1/tokens",
+            post(routes::create_token).get(routes::list_tokens),
+        )
+        .route("/v1/tokens/:id/revoke", post(routes::revoke_token))
         .route("/v1/queue", get(routes::queue))
         .route("/v1/queue/drain", post(routes::drain))
         .route("/v1/queue/undrain", post(routes::undrain))
@@ -52,7 +59,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/openapi.json", get(routes::openapi))
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
-            auth::require_token,
+            auth::authenticate,
         ));
     Router::new()
         .route("/health", get(routes::health))
@@ -95,6 +102,11 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     let home = opts.home.clone();
     let token = home::load_or_create_token(&home)?;
     let store = Store::open(&home.join("gpuq.db")).context("cannot open the job database")?;
+    // The database holds every job's environment: only the daemon's user reads it.
+    for name in ["gpuq.db", "gpuq.db-wal", "gpuq.db-shm"] {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(home.join(name), std::fs::Permissions::from_mode(0o600));
+    }
     let discovery = gpuq_gpu::discover(&opts.gpus);
     tracing::info!("{}", discovery.summary);
 
@@ -121,6 +133,10 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         .unwrap_or_else(default_slots);
     let exe = std::env::current_exe().context("cannot find the gpuq binary for the supervisor")?;
     let executor = LocalExecutor::new(&home, exe, url.clone(), token.clone());
+    let identity = Arc::new(identity::Identity::new(
+        &opts.config.admins,
+        opts.config.single_user,
+    ));
     let service = Service::new(
         store,
         executor,
@@ -128,6 +144,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         discovery.gpus.clone(),
         slots,
         opts.config,
+        identity.clone(),
     )?;
     service.recover()?;
     tokio::spawn(service.clone().scheduler_loop());
@@ -145,7 +162,12 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         service,
         token,
         info,
+        identity: identity.clone(),
     });
+    let app = router(ctx);
+    let socket = home::socket_path(&home);
+    let uds = bind_socket(&socket, identity.multi_user())?;
+    tokio::spawn(serve_socket(uds, app.clone(), identity));
     let daemon_file = DaemonFile {
         url: url.clone(),
         pid: std::process::id(),
@@ -159,12 +181,58 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         home.display()
     );
 
-    axum::serve(listener, router(ctx))
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     let _ = std::fs::remove_file(home::daemon_file(&home));
+    let _ = std::fs::remove_file(&socket);
     tracing::info!("gpuq daemon stopped; running jobs continue under their supervisors");
     Ok(())
+}
+
+/// The unix socket local users connect to. A daemon run as root serves every
+/// local user (mode 0666: the kernel says who connects); any other daemon serves
+/// only its own user (mode 0600).
+fn bind_socket(path: &std::path::Path, multi_user: bool) -> Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    // We hold the home's lock: a socket file left here is stale.
+    let _ = std::fs::remove_file(path);
+    let listener = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("cannot listen on {}", path.display()))?;
+    let mode = if multi_user { 0o666 } else { 0o600 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    Ok(listener)
+}
+
+/// Serves the API on the unix socket; each connection carries its peer's identity.
+async fn serve_socket(
+    listener: tokio::net::UnixListener,
+    app: Router,
+    identity: Arc<identity::Identity>,
+) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("unix socket accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(cred) = stream.peer_cred() else {
+            continue;
+        };
+        let caller = identity.caller(identity::user_name(cred.uid()));
+        let service = hyper_util::service::TowerToHyperService::new(
+            app.clone().layer(axum::Extension(caller)),
+        );
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
 }
 
 async fn shutdown_signal() {

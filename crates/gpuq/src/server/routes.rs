@@ -1,10 +1,11 @@
 //! HTTP handlers: one small function per endpoint, each a thin shell over the service.
 
+use super::identity::Caller;
 use super::service::{Service, ServiceError};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use gpuq_api::{
     ErrorBody, JobDetail, ServerInfo, SubmitRequest, HEADER_LOG_ATTEMPT, HEADER_LOG_COMPLETE,
     HEADER_LOG_OFFSET,
@@ -21,6 +22,7 @@ pub struct AppContext {
     pub service: Arc<Service>,
     pub token: String,
     pub info: ServerInfo,
+    pub identity: Arc<super::identity::Identity>,
 }
 
 pub struct ApiError {
@@ -83,6 +85,7 @@ pub async fn info(State(ctx): State<AppState>) -> Json<ServerInfo> {
 
 pub async fn submit(
     State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
     body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<gpuq_core::Job>)> {
     // Parsed here rather than by axum's extractor, so a bad body gets the API's
@@ -93,7 +96,27 @@ pub async fn submit(
             format!("invalid submit request: {e}"),
         )
     })?;
-    Ok((StatusCode::CREATED, Json(ctx.service.submit(req)?)))
+    Ok((StatusCode::CREATED, Json(ctx.service.submit(req, &caller)?)))
+}
+
+/// Refuses an action on someone else's job unless the caller is an admin.
+fn authorize(
+    ctx: &AppContext,
+    caller: &Caller,
+    id: JobId,
+    action: &str,
+) -> ApiResult<gpuq_core::Job> {
+    let job = ctx.service.job(id)?;
+    if caller.admin || caller.user == job.user {
+        return Ok(job);
+    }
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!(
+            "job {id} belongs to {}; only its owner or an admin (`admins` in gpuq.toml) may {action} it, and you are {}",
+            job.user, caller.user
+        ),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -128,9 +151,16 @@ pub async fn list(
 
 pub async fn show(
     State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<JobId>,
 ) -> ApiResult<Json<JobDetail>> {
-    let job = ctx.service.job(id)?;
+    let mut job = ctx.service.job(id)?;
+    if !(caller.admin || caller.user == job.user) {
+        // Everyone may see the queue; environment values stay with the owner.
+        for value in job.spec.env.values_mut() {
+            *value = "(hidden)".into();
+        }
+    }
     let (attempts, events) = ctx
         .service
         .with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;
@@ -141,45 +171,123 @@ pub async fn show(
     }))
 }
 
-/// Who asks, as the client says (single-user daemon: the token holder).
-fn caller(headers: &HeaderMap) -> String {
-    headers
-        .get(gpuq_api::HEADER_USER)
-        .and_then(|v| v.to_str().ok())
-        .filter(|u| !u.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(crate::home::current_user)
-}
-
 pub async fn cancel(
     State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<JobId>,
-    headers: HeaderMap,
 ) -> ApiResult<Json<gpuq_core::Job>> {
-    Ok(Json(ctx.service.cancel(id, &caller(&headers))?))
+    authorize(&ctx, &caller, id, "cancel")?;
+    Ok(Json(ctx.service.cancel(id, &caller.user)?))
 }
 
 pub async fn requeue(
     State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<JobId>,
-    headers: HeaderMap,
 ) -> ApiResult<Json<gpuq_core::Job>> {
-    Ok(Json(ctx.service.requeue(id, &caller(&headers))?))
+    authorize(&ctx, &caller, id, "requeue")?;
+    Ok(Json(ctx.service.requeue(id, &caller.user)?))
 }
 
 pub async fn hold(
     State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<JobId>,
-    headers: HeaderMap,
 ) -> ApiResult<Json<gpuq_core::Job>> {
-    Ok(Json(ctx.service.hold(id, Some(&caller(&headers)))?))
+    authorize(&ctx, &caller, id, "hold")?;
+    Ok(Json(ctx.service.hold(id, Some(&caller.user))?))
 }
 
 pub async fn release(
     State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<JobId>,
 ) -> ApiResult<Json<gpuq_core::Job>> {
+    authorize(&ctx, &caller, id, "release")?;
     Ok(Json(ctx.service.hold(id, None)?))
+}
+
+fn require_admin(caller: &Caller, what: &str) -> ApiResult<()> {
+    if caller.admin {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "only an admin (`admins` in gpuq.toml) may {what}; you are {}",
+                caller.user
+            ),
+        ))
+    }
+}
+
+pub async fn create_token(
+    State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Json(req): Json<gpuq_api::TokenRequest>,
+) -> ApiResult<(StatusCode, Json<gpuq_api::TokenCreated>)> {
+    require_admin(&caller, "create tokens")?;
+    if req.user.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "user: give the user the token acts as",
+        ));
+    }
+    let token = super::identity::new_token()
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let id = ctx
+        .service
+        .create_token(&req.user, &super::identity::hash_token(&token))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(gpuq_api::TokenCreated {
+            id,
+            user: req.user,
+            token,
+        }),
+    ))
+}
+
+pub async fn list_tokens(
+    State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Json<Vec<gpuq_api::TokenInfo>>> {
+    require_admin(&caller, "list tokens")?;
+    let tokens = ctx.service.with_store(|s| s.tokens())?;
+    Ok(Json(
+        tokens
+            .into_iter()
+            .map(|t| gpuq_api::TokenInfo {
+                id: t.id,
+                user: t.user,
+                created_at: t.created_at,
+                revoked_at: t.revoked_at,
+            })
+            .collect(),
+    ))
+}
+
+pub async fn revoke_token(
+    State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+) -> ApiResult<StatusCode> {
+    require_admin(&caller, "revoke tokens")?;
+    if ctx.service.revoke_token(id)? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("token {id} does not exist or is already revoked"),
+        ))
+    }
+}
+
+pub async fn whoami(Extension(caller): Extension<Caller>) -> Json<gpuq_api::WhoAmI> {
+    Json(gpuq_api::WhoAmI {
+        user: caller.user,
+        admin: caller.admin,
+    })
 }
 
 pub async fn explain(
@@ -215,12 +323,20 @@ pub async fn queue(State(ctx): State<AppState>) -> Json<gpuq_api::QueueStatus> {
     })
 }
 
-pub async fn drain(State(ctx): State<AppState>) -> ApiResult<Json<gpuq_api::QueueStatus>> {
+pub async fn drain(
+    State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Json<gpuq_api::QueueStatus>> {
+    require_admin(&caller, "drain the queue")?;
     ctx.service.set_drained(true)?;
     Ok(queue(State(ctx)).await)
 }
 
-pub async fn undrain(State(ctx): State<AppState>) -> ApiResult<Json<gpuq_api::QueueStatus>> {
+pub async fn undrain(
+    State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Json<gpuq_api::QueueStatus>> {
+    require_admin(&caller, "undrain the queue")?;
     ctx.service.set_drained(false)?;
     Ok(queue(State(ctx)).await)
 }
@@ -272,9 +388,11 @@ const FOLLOW_CHECK: Duration = Duration::from_millis(50);
 
 pub async fn log(
     State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<JobId>,
     Query(q): Query<LogQuery>,
 ) -> ApiResult<Response> {
+    authorize(&ctx, &caller, id, "read the log of")?;
     let deadline = tokio::time::Instant::now() + FOLLOW_HOLD;
     let mut changes = ctx.service.subscribe();
     loop {

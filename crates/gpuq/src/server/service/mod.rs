@@ -11,6 +11,7 @@ mod recovery;
 mod stop;
 mod usage;
 
+use super::identity::{self, Caller, Identity};
 use crate::config::Config;
 use crate::home::now_ms;
 use gpuq_api::{GpuStatus, SubmitRequest};
@@ -91,6 +92,7 @@ pub struct Service {
     nodes: Vec<Node>,
     gpus: Vec<GpuInfo>,
     config: Config,
+    identity: Arc<Identity>,
 }
 
 impl Service {
@@ -101,6 +103,7 @@ impl Service {
         gpus: Vec<GpuInfo>,
         slots: u32,
         config: Config,
+        identity: Arc<Identity>,
     ) -> Result<Arc<Self>, StoreError> {
         // `preempted` is transient: a daemon that died between its two commits requeues the job here.
         let preempted = gpuq_store::ListFilter {
@@ -153,6 +156,7 @@ impl Service {
         Self::load_usage(&mut inner, now)?;
         inner.policy.standing = inner.ledger.standings(|u| config.share(u));
         Ok(Arc::new(Self {
+            identity,
             config,
             inner: Mutex::new(inner),
             changed,
@@ -228,7 +232,8 @@ impl Service {
             .unwrap_or(0)
     }
 
-    pub fn submit(&self, req: SubmitRequest) -> Result<Job, ServiceError> {
+    /// Queues a job for `caller` (an admin may submit on behalf of another user).
+    pub fn submit(&self, req: SubmitRequest, caller: &Caller) -> Result<Job, ServiceError> {
         let spec = req.spec;
         spec.validate()?;
         let largest = self.largest_node_gpus();
@@ -250,11 +255,21 @@ impl Service {
         }
         let mut env = req.env;
         env.extend(spec.env.clone());
-        let user = if req.user.trim().is_empty() {
-            crate::home::current_user()
-        } else {
+        let user = if caller.admin && !req.user.trim().is_empty() {
             req.user
+        } else {
+            caller.user.clone()
         };
+        if self.identity.multi_user()
+            && user != self.identity.owner
+            && identity::account(&user).is_none()
+        {
+            return Err(SpecError::new(
+                "user",
+                format!("{user} has no account on this node; jobs run as their user"),
+            )
+            .into());
+        }
         let now = now_ms();
         let job = {
             let mut inner = self.lock();
@@ -450,6 +465,18 @@ impl Service {
             });
         }
         Ok(out)
+    }
+
+    pub fn token_user(&self, hash: &[u8]) -> Result<Option<(i64, String, Vec<u8>)>, ServiceError> {
+        Ok(self.lock().store.token_user(hash)?)
+    }
+
+    pub fn create_token(&self, user: &str, hash: &[u8]) -> Result<i64, ServiceError> {
+        Ok(self.lock().store.create_token(user, hash, now_ms())?)
+    }
+
+    pub fn revoke_token(&self, id: i64) -> Result<bool, ServiceError> {
+        Ok(self.lock().store.revoke_token(id, now_ms())?)
     }
 
     pub fn log_path(&self, id: JobId, attempt: u32) -> std::path::PathBuf {

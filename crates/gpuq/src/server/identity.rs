@@ -1,0 +1,160 @@
+//! Who is asking, without passwords: over the unix socket the kernel says
+//! (SO_PEERCRED); over TCP a bearer token does (the daemon's own token, or a
+//! per-user token stored hashed). And which local account a job runs as.
+
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+use std::ffi::{CStr, CString};
+
+/// The identity a request acts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub user: String,
+    /// May act on every job (root, the daemon's own user, configured admins).
+    pub admin: bool,
+}
+
+pub struct Identity {
+    /// The account the daemon runs as.
+    pub owner: String,
+    pub owner_uid: u32,
+    admins: HashSet<String>,
+    single_user: bool,
+}
+
+impl Identity {
+    pub fn new(admins: &[String], single_user: bool) -> Self {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        Self {
+            owner: user_name(uid),
+            owner_uid: uid,
+            admins: admins.iter().cloned().collect(),
+            single_user,
+        }
+    }
+
+    pub fn is_admin(&self, user: &str) -> bool {
+        user == self.owner || user == "root" || self.admins.contains(user)
+    }
+
+    pub fn caller(&self, user: String) -> Caller {
+        let admin = self.is_admin(&user);
+        Caller { user, admin }
+    }
+
+    /// A daemon run as root serves every local user and runs their jobs as them.
+    pub fn multi_user(&self) -> bool {
+        self.owner_uid == 0 && !self.single_user
+    }
+}
+
+/// A new API token: 32 random bytes, hex, with a prefix that makes it recognisable in a leak scan.
+pub fn new_token() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).map_err(|e| format!("no randomness for a token: {e}"))?;
+    Ok(format!(
+        "gpuq_{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ))
+}
+
+pub fn hash_token(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// Compares without an early exit, so timing does not reveal how much of a guess was right.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The login name of a uid ("uid1234" when it has none).
+pub fn user_name(uid: u32) -> String {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: getpwuid_r writes into our buffer and struct; we copy the name out before they drop.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        if libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut out) == 0
+            && !out.is_null()
+        {
+            if let Ok(name) = CStr::from_ptr(pw.pw_name).to_str() {
+                return name.to_string();
+            }
+        }
+    }
+    format!("uid{uid}")
+}
+
+/// A local account a job runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+    pub home: String,
+}
+
+/// Looks up a user by name, with its supplementary groups.
+pub fn account(name: &str) -> Option<Account> {
+    let cname = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 16384];
+    // SAFETY: as in `user_name`; getgrouplist fills a buffer we size and own.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        if libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut out,
+        ) != 0
+            || out.is_null()
+        {
+            return None;
+        }
+        let home = CStr::from_ptr(pw.pw_dir).to_string_lossy().into_owned();
+        let mut n: libc::c_int = 64;
+        let mut groups = vec![0 as libc::gid_t; n as usize];
+        if libc::getgrouplist(cname.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n) < 0 {
+            groups.resize(n.max(0) as usize, 0);
+            libc::getgrouplist(cname.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n);
+        }
+        groups.truncate(n.max(0) as usize);
+        Some(Account {
+            name: name.to_string(),
+            uid: pw.pw_uid,
+            gid: pw.pw_gid,
+            groups,
+            home,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_and_hashes_stable() {
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        assert_ne!(a, b);
+        assert!(a.starts_with("gpuq_") && a.len() == 69);
+        assert_eq!(hash_token(&a), hash_token(&a));
+        assert!(constant_time_eq(&hash_token(&a), &hash_token(&a)));
+        assert!(!constant_time_eq(&hash_token(&a), &hash_token(&b)));
+    }
+
+    #[test]
+    fn root_resolves() {
+        assert_eq!(user_name(0), "root");
+        let root = account("root").unwrap();
+        assert_eq!((root.uid, root.gid), (0, 0));
+        assert!(account("no-such-user-gpuq").is_none());
+    }
+}
