@@ -86,14 +86,19 @@ impl Service {
         };
         for (job, stop, rebooted) in running {
             let (id, attempt) = (job.id, job.attempt);
-            if let Some(record) = ExitRecord::read(&self.executor.job_dir(id), attempt) {
+            // Probe the lock before reading the record: a supervisor that ends between
+            // the two steps has written its record before releasing the lock, so this
+            // order never mistakes a finished attempt for one that never ran.
+            let alive = self.executor.supervisor_alive(id, attempt);
+            let record = ExitRecord::read(&self.executor.job_dir(id), attempt);
+            if let Some(record) = record {
                 self.set_stop_state(id, stop);
                 tracing::info!(
                     "job {id} attempt {attempt} ended while no daemon ran: {}",
                     record.describe()
                 );
                 self.attempt_ended(id, attempt, Some(record));
-            } else if self.executor.supervisor_alive(id, attempt) {
+            } else if alive {
                 tracing::info!("job {id} attempt {attempt} is still running: adopted");
                 self.adopt(id, attempt);
                 match stop {
