@@ -9,7 +9,18 @@ pub mod supervisor;
 
 pub use layout::JobDir;
 pub use local::{LaunchRequest, LocalExecutor};
-pub use supervisor::{supervise, ExitRecord};
+pub use supervisor::{supervise, Credentials, ExitRecord};
+
+/// The local account a job runs as, when the daemon runs as root for several users.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+    pub home: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {

@@ -29,6 +29,8 @@ pub struct LaunchRequest<'a> {
     pub cwd: &'a str,
     /// The submitter's environment with the spec's overrides.
     pub env: &'a BTreeMap<String, String>,
+    /// Run the job as this account (the supervisor stays root); `None`: as the daemon's user.
+    pub run_as: Option<&'a crate::RunAs>,
 }
 
 impl LocalExecutor {
@@ -59,7 +61,14 @@ impl LocalExecutor {
         env.insert("GPUQ_OUTPUT_DIR".into(), path(dir.outputs()));
         env.insert("GPUQ_METRICS_FILE".into(), path(dir.metrics()));
         env.insert("GPUQ_URL".into(), self.api_url.clone());
-        env.insert("GPUQ_TOKEN".into(), self.api_token.clone());
+        if let Some(account) = req.run_as {
+            env.insert("HOME".into(), account.home.clone());
+            env.insert("USER".into(), account.name.clone());
+            env.insert("LOGNAME".into(), account.name.clone());
+        } else {
+            // The daemon's own token would make the job an admin of everyone's jobs.
+            env.insert("GPUQ_TOKEN".into(), self.api_token.clone());
+        }
         env
     }
 
@@ -81,6 +90,18 @@ impl LocalExecutor {
             .open(&log_path)
             .map_err(io_err(&log_path))?;
         let log_err = log.try_clone().map_err(io_err(&log_path))?;
+        if let Some(account) = req.run_as {
+            // The job writes its checkpoints, outputs and metrics as its user.
+            for p in [
+                dir.root().to_path_buf(),
+                dir.checkpoints(),
+                dir.outputs(),
+                log_path.clone(),
+            ] {
+                std::os::unix::fs::chown(&p, Some(account.uid), Some(account.gid))
+                    .map_err(io_err(&p))?;
+            }
+        }
 
         // The supervisor's stdin is a file locked before the spawn: the lock lives as
         // long as the supervisor holds the descriptor, so after a daemon crash a free
@@ -107,8 +128,16 @@ impl LocalExecutor {
             .arg("--job-dir")
             .arg(dir.root())
             .arg("--attempt")
-            .arg(req.attempt.to_string())
-            .arg("--")
+            .arg(req.attempt.to_string());
+        if let Some(account) = req.run_as {
+            let groups: Vec<String> = account.groups.iter().map(u32::to_string).collect();
+            cmd.arg("--uid")
+                .arg(account.uid.to_string())
+                .arg("--gid")
+                .arg(account.gid.to_string());
+            cmd.arg("--groups").arg(groups.join(","));
+        }
+        cmd.arg("--")
             .args(req.argv)
             .env_clear()
             .envs(self.job_env(req))

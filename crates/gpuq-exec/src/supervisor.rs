@@ -60,7 +60,20 @@ fn now_ms() -> i64 {
 
 /// Body of `gpuq __supervise`. Stdout and stderr are already the attempt's log;
 /// the environment and working directory are already the job's.
-pub fn supervise(dir: &JobDir, attempt: u32, argv: &[String]) -> i32 {
+/// Credentials the job takes before it starts (the supervisor itself stays root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+pub fn supervise(
+    dir: &JobDir,
+    attempt: u32,
+    argv: &[String],
+    credentials: Option<Credentials>,
+) -> i32 {
     let Some((program, args)) = argv.split_first() else {
         eprintln!("gpuq supervisor: empty command");
         return 2;
@@ -70,6 +83,22 @@ pub fn supervise(dir: &JobDir, attempt: u32, argv: &[String]) -> i32 {
     // job and everything it started at once. No pre_exec hook: the spawn can use
     // posix_spawn rather than fork, which keeps the start latency low.
     cmd.args(args).stdin(Stdio::null()).process_group(0);
+    if let Some(c) = credentials {
+        let groups: Vec<libc::gid_t> = c.groups.clone();
+        // SAFETY: setgroups/setgid/setuid are async-signal-safe and use only data
+        // captured before the fork. Groups and gid go first, while still root.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(c.gid) != 0
+                    || libc::setuid(c.uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     let record = match cmd.spawn() {
         Err(e) => {
             eprintln!("gpuq: cannot start {program:?}: {e}");

@@ -22,11 +22,20 @@ fn main() {
 fn supervise_main(args: &[String]) -> i32 {
     let mut job_dir = None;
     let mut attempt = None;
+    let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut rest = args;
     while let Some((flag, tail)) = rest.split_first() {
         match flag.as_str() {
             "--job-dir" => job_dir = tail.first().cloned(),
             "--attempt" => attempt = tail.first().and_then(|a| a.parse::<u32>().ok()),
+            "--uid" => uid = tail.first().and_then(|a| a.parse::<u32>().ok()),
+            "--gid" => gid = tail.first().and_then(|a| a.parse::<u32>().ok()),
+            "--groups" => {
+                groups = tail
+                    .first()
+                    .map(|g| g.split(',').filter_map(|x| x.parse().ok()).collect())
+                    .unwrap_or_default()
+            }
             "--" => {
                 rest = tail;
                 break;
@@ -40,5 +49,8 @@ fn supervise_main(args: &[String]) -> i32 {
         return 2;
     };
     let dir = gpuq_exec::JobDir::from_root(std::path::PathBuf::from(dir));
-    gpuq_exec::supervise(&dir, attempt, rest)
+    let credentials = uid
+        .zip(gid)
+        .map(|(uid, gid)| gpuq_exec::Credentials { uid, gid, groups });
+    gpuq_exec::supervise(&dir, attempt, rest, credentials)
 }

@@ -15,8 +15,10 @@ mod requeue;
 mod run;
 mod show;
 mod submit;
+mod token;
 mod usage;
 mod wait;
+mod whoami;
 
 use clap::{Parser, Subcommand};
 use gpuq_api::ApiError;
@@ -70,6 +72,11 @@ enum Command {
     Usage(usage::UsageArgs),
     /// List GPUs and who holds them.
     Gpus(gpus::GpusArgs),
+    /// Per-user API tokens for remote clients (admins only).
+    #[command(subcommand)]
+    Token(token::TokenCommand),
+    /// The identity the daemon sees for you.
+    Whoami(whoami::WhoAmIArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
 }
@@ -173,6 +180,8 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Undrain(args) => drain::run(&client, false, args).await,
         Command::Gpus(args) => gpus::run(&client, args).await,
         Command::Usage(args) => usage::run(&client, args).await,
+        Command::Token(command) => token::run(&client, command).await,
+        Command::Whoami(args) => whoami::run(&client, args).await,
         Command::Server(_) | Command::Completions(_) => unreachable!("handled without a client"),
     }
 }

@@ -89,18 +89,8 @@ pub fn user_name(uid: u32) -> String {
     format!("uid{uid}")
 }
 
-/// A local account a job runs as.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Account {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub groups: Vec<u32>,
-    pub home: String,
-}
-
 /// Looks up a user by name, with its supplementary groups.
-pub fn account(name: &str) -> Option<Account> {
+pub fn account(name: &str) -> Option<gpuq_exec::RunAs> {
     let cname = CString::new(name).ok()?;
     let mut buf = vec![0u8; 16384];
     // SAFETY: as in `user_name`; getgrouplist fills a buffer we size and own.
@@ -126,7 +116,7 @@ pub fn account(name: &str) -> Option<Account> {
             libc::getgrouplist(cname.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n);
         }
         groups.truncate(n.max(0) as usize);
-        Some(Account {
+        Some(gpuq_exec::RunAs {
             name: name.to_string(),
             uid: pw.pw_uid,
             gid: pw.pw_gid,

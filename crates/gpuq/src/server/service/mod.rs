@@ -585,14 +585,15 @@ impl Service {
                     start.job,
                     attempt,
                     start.gpus,
+                    queued.user.clone(),
                     info.map_err(|e| e.to_string()),
                 ));
             }
             (launches, preemptions, !fails.is_empty())
         };
         self.notify_changed();
-        for (job, attempt, gpus, info) in launches {
-            self.launch(job, attempt, &gpus, info);
+        for (job, attempt, gpus, user, info) in launches {
+            self.launch(job, attempt, &gpus, &user, info);
         }
         for (victim, for_job) in preemptions {
             self.stop(victim, StopCause::Preempt { for_job });
@@ -622,9 +623,19 @@ impl Service {
         id: JobId,
         attempt: u32,
         gpus: &[u32],
+        user: &str,
         info: Result<gpuq_store::LaunchInfo, String>,
     ) {
         let spawned = info.and_then(|info| {
+            // A daemon run as root runs each job as the user who submitted it.
+            let run_as = if self.identity.multi_user() && user != self.identity.owner {
+                Some(
+                    identity::account(user)
+                        .ok_or_else(|| format!("user {user} has no account on this node"))?,
+                )
+            } else {
+                None
+            };
             let req = LaunchRequest {
                 job: id,
                 attempt,
@@ -632,6 +643,7 @@ impl Service {
                 argv: &info.argv,
                 cwd: &info.cwd,
                 env: &info.env,
+                run_as: run_as.as_ref(),
             };
             let cmd = self.executor.prepare(&req).map_err(|e| e.to_string())?;
             let child = tokio::process::Command::from(cmd)
