@@ -7,6 +7,7 @@
 
 pub mod duration;
 pub mod job;
+pub mod memsize;
 pub mod scheduler;
 pub mod signal;
 pub mod spec;
@@ -14,6 +15,7 @@ pub mod state;
 
 pub use duration::DurationSpec;
 pub use job::{Attempt, Event, Job};
+pub use memsize::MemSize;
 pub use scheduler::{
     explain, schedule, Decision, DependencyState, Node, PendingJob, RunningJob, ScheduleInput,
     WaitReason,

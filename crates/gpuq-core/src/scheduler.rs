@@ -23,13 +23,97 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// One machine's schedulable resources.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Node {
     pub name: String,
     /// GPU indices (nvidia-smi order).
     pub gpus: Vec<u32>,
     /// Jobs that may run at once on this node (GPU jobs and CPU-only jobs alike).
     pub slots: u32,
+    /// What each GPU is, in the order of `gpus` (empty when unknown).
+    pub attrs: Vec<GpuAttrs>,
+    /// Interconnect quality between GPUs, in the order of `gpus`; higher is
+    /// better (e.g. 3 NVLink, 2 same PCIe switch, 1 same CPU, 0 across CPUs).
+    /// Empty: all pairs equal.
+    pub links: Vec<Vec<u8>>,
+}
+
+/// A GPU's model and memory, for jobs that ask for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuAttrs {
+    pub model: String,
+    pub memory_mib: u64,
+}
+
+impl Node {
+    fn position(&self, gpu: u32) -> Option<usize> {
+        self.gpus.iter().position(|&g| g == gpu)
+    }
+
+    /// Whether `gpu` satisfies the job's model and memory constraints.
+    fn suits(&self, job: &PendingJob, gpu: u32) -> bool {
+        if job.gpu_type.is_none() && job.gpu_mem_mib.is_none() {
+            return true;
+        }
+        let Some(attrs) = self.position(gpu).and_then(|p| self.attrs.get(p)) else {
+            return false;
+        };
+        let model_ok = job.gpu_type.as_ref().is_none_or(|t| {
+            attrs
+                .model
+                .to_ascii_lowercase()
+                .contains(&t.to_ascii_lowercase())
+        });
+        model_ok && job.gpu_mem_mib.is_none_or(|m| attrs.memory_mib >= m)
+    }
+
+    fn link(&self, a: u32, b: u32) -> u32 {
+        match (self.position(a), self.position(b)) {
+            (Some(pa), Some(pb)) => self
+                .links
+                .get(pa)
+                .and_then(|row| row.get(pb))
+                .copied()
+                .unwrap_or(0) as u32,
+            _ => 0,
+        }
+    }
+
+    /// GPUs of this node that suit the job, free or not.
+    pub fn suitable(&self, job: &PendingJob) -> u32 {
+        self.gpus.iter().filter(|&&g| self.suits(job, g)).count() as u32
+    }
+
+    /// `k` of the candidate GPUs with the best interconnect among them (greedy
+    /// from each start; ties keep the lowest indices).
+    fn pick(&self, candidates: &[u32], k: usize) -> Vec<u32> {
+        if k <= 1 || self.links.is_empty() || candidates.len() <= k {
+            return candidates.iter().copied().take(k).collect();
+        }
+        let mut best: Option<(u32, Vec<u32>)> = None;
+        for &start in candidates {
+            let mut chosen = vec![start];
+            let mut score = 0;
+            while chosen.len() < k {
+                let (gain, next) = candidates
+                    .iter()
+                    .filter(|c| !chosen.contains(c))
+                    .map(|&c| (chosen.iter().map(|&s| self.link(c, s)).sum::<u32>(), c))
+                    .max_by_key(|&(gain, c)| (gain, std::cmp::Reverse(c)))
+                    .expect("enough candidates");
+                score += gain;
+                chosen.push(next);
+            }
+            chosen.sort_unstable();
+            if best
+                .as_ref()
+                .is_none_or(|(s, b)| score > *s || (score == *s && chosen < *b))
+            {
+                best = Some((score, chosen));
+            }
+        }
+        best.map(|(_, g)| g).unwrap_or_default()
+    }
 }
 
 /// A job that holds resources now.
@@ -62,6 +146,10 @@ pub struct PendingJob {
     pub after: Vec<JobId>,
     /// Held by a user: waits until released.
     pub held: bool,
+    /// Only GPUs whose model contains this (case-insensitive), e.g. "A100".
+    pub gpu_type: Option<Arc<str>>,
+    /// Only GPUs with at least this much memory.
+    pub gpu_mem_mib: Option<u64>,
     /// Not before this time (retry back-off).
     pub eligible_at: Option<Millis>,
 }
@@ -271,6 +359,11 @@ fn pass<'p>(
                 continue;
             }
         }
+        let largest_node = if job.gpu_type.is_some() || job.gpu_mem_mib.is_some() {
+            nodes.iter().map(|n| n.suitable(job)).max().unwrap_or(0)
+        } else {
+            largest_node
+        };
         if job.gpus > largest_node {
             decisions.push(Decision::Fail {
                 job: job.id,
@@ -330,8 +423,16 @@ fn pass<'p>(
             }
         }
         // Fast path for deep queues: most waiting jobs fit nowhere; decide that without allocating.
+        let constrained = job.gpu_type.is_some() || job.gpu_mem_mib.is_some();
+        let suitable_free = |n: usize| -> u32 {
+            if constrained {
+                free[n].iter().filter(|&&g| nodes[n].suits(job, g)).count() as u32
+            } else {
+                free[n].len() as u32
+            }
+        };
         let fits_somewhere =
-            (0..free.len()).any(|n| free_slots[n] > 0 && free[n].len() as u32 >= job.gpus);
+            (0..free.len()).any(|n| free_slots[n] > 0 && suitable_free(n) >= job.gpus);
         if !fits_somewhere {
             let mut reserved = None;
             if reservation.is_none() && job.gpus > 0 {
@@ -345,7 +446,8 @@ fn pass<'p>(
         let ends_by = job
             .time_limit_ms
             .map(|t| input.now.saturating_add(t as i64));
-        let chosen = best_fit_nodes(job.gpus, &free, &free_slots)
+        let usable: Vec<u32> = (0..free.len()).map(suitable_free).collect();
+        let chosen = best_fit_nodes(job.gpus, &usable, &free_slots)
             .into_iter()
             .find(|&node| match &mut reservation {
                 None => true,
@@ -364,7 +466,12 @@ fn pass<'p>(
             });
         match chosen {
             Some(node) => {
-                let gpus: Vec<u32> = free[node].iter().copied().take(job.gpus as usize).collect();
+                let candidates: Vec<u32> = free[node]
+                    .iter()
+                    .copied()
+                    .filter(|&g| nodes[node].suits(job, g))
+                    .collect();
+                let gpus = nodes[node].pick(&candidates, job.gpus as usize);
                 for g in &gpus {
                     free[node].remove(g);
                 }
@@ -544,11 +651,12 @@ fn dependency_verdict(
 }
 
 /// Nodes where the job fits now, tightest fit first (ties: lower node index).
-fn best_fit_nodes(gpus: u32, free: &[BTreeSet<u32>], free_slots: &[u32]) -> Vec<usize> {
-    let mut fits: Vec<usize> = (0..free.len())
-        .filter(|&n| free_slots[n] > 0 && free[n].len() as u32 >= gpus)
+/// Nodes where the job fits now (`usable`: free GPUs that suit it), tightest fit first.
+fn best_fit_nodes(gpus: u32, usable: &[u32], free_slots: &[u32]) -> Vec<usize> {
+    let mut fits: Vec<usize> = (0..usable.len())
+        .filter(|&n| free_slots[n] > 0 && usable[n] >= gpus)
         .collect();
-    fits.sort_by_key(|&n| (free[n].len() as u32 - gpus, n));
+    fits.sort_by_key(|&n| (usable[n] - gpus, n));
     fits
 }
 

@@ -1,6 +1,6 @@
 //! The job spec: what a user asks for, from flags or from a YAML file.
 
-use crate::{DurationSpec, EarlySignal, JobId};
+use crate::{DurationSpec, EarlySignal, JobId, MemSize};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -80,6 +80,12 @@ pub struct JobSpec {
     /// Number of GPUs, all allocated at once on one node.
     #[serde(default)]
     pub gpus: u32,
+    /// Only GPUs whose model contains this, case-insensitive (e.g. `A100`, `L4`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<String>,
+    /// Only GPUs with at least this much memory (e.g. `40G`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_mem: Option<MemSize>,
     /// Priority class: low, normal (default) or high.
     #[serde(default)]
     pub priority: Priority,
@@ -211,6 +217,20 @@ impl JobSpec {
                 return Err(SpecError::new(
                     format!("env.{key}"),
                     "the value is longer than Linux lets a program receive (128 KiB); pass it in a file",
+                ));
+            }
+        }
+        if (self.gpu_type.is_some() || self.gpu_mem.is_some()) && self.gpus == 0 {
+            return Err(SpecError::new(
+                "gpus",
+                "a GPU type or memory is given but no GPUs are asked for; add --gpus 1 (gpus: 1)",
+            ));
+        }
+        if let Some(t) = &self.gpu_type {
+            if t.trim().is_empty() || t.len() > MAX_NAME_LEN {
+                return Err(SpecError::new(
+                    "gpu_type",
+                    "give part of a GPU model name, e.g. A100 or L4",
                 ));
             }
         }

@@ -14,30 +14,57 @@ pub struct GpuInfo {
     pub memory_mib: u64,
 }
 
-/// Where the GPUs come from: `--gpus auto|none|sim:N`.
+/// Where the GPUs come from: `--gpus auto|none|sim:N|sim:2xA100:80,2xL4:24`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GpuSource {
     Auto,
     None,
-    Simulated(u32),
+    /// Simulated GPUs: (count, model, memory in GiB) groups, in index order.
+    Simulated(Vec<(u32, String, u64)>),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("--gpus {0:?} is not understood; use auto, none or sim:N (N simulated GPUs, e.g. sim:4)")]
+#[error(
+    "--gpus {0:?} is not understood; use auto, none, sim:N (N simulated GPUs, e.g. sim:4) \
+     or sim:COUNTxMODEL:GIB,… (e.g. sim:2xA100:80,2xL4:24)"
+)]
 pub struct GpuSourceError(String);
+
+const SIM_MODEL: &str = "Simulated GPU 80GB";
 
 impl FromStr for GpuSource {
     type Err = GpuSourceError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || GpuSourceError(s.to_string());
         match s {
             "auto" => Ok(GpuSource::Auto),
             "none" => Ok(GpuSource::None),
-            _ => s
-                .strip_prefix("sim:")
-                .and_then(|n| n.parse::<u32>().ok())
-                .filter(|&n| n <= 1024)
-                .map(GpuSource::Simulated)
-                .ok_or_else(|| GpuSourceError(s.to_string())),
+            _ => {
+                let spec = s.strip_prefix("sim:").ok_or_else(err)?;
+                if let Ok(n) = spec.parse::<u32>() {
+                    return if n <= 1024 {
+                        Ok(GpuSource::Simulated(vec![(n, SIM_MODEL.into(), 80)]))
+                    } else {
+                        Err(err())
+                    };
+                }
+                let mut groups = Vec::new();
+                for part in spec.split(',') {
+                    let (count, rest) = part.split_once('x').ok_or_else(err)?;
+                    let (model, mem) = rest.rsplit_once(':').ok_or_else(err)?;
+                    let count: u32 = count.parse().map_err(|_| err())?;
+                    let mem: u64 = mem.parse().map_err(|_| err())?;
+                    if model.is_empty() || mem == 0 {
+                        return Err(err());
+                    }
+                    groups.push((count, format!("Simulated {model}"), mem));
+                }
+                let total: u32 = groups.iter().map(|g| g.0).sum();
+                if total > 1024 {
+                    return Err(err());
+                }
+                Ok(GpuSource::Simulated(groups))
+            }
         }
     }
 }
@@ -46,46 +73,62 @@ impl FromStr for GpuSource {
 #[derive(Debug, Clone)]
 pub struct Discovery {
     pub gpus: Vec<GpuInfo>,
+    /// Interconnect quality between GPUs (same order), higher is better:
+    /// 3 same board or switch, 2 same PCIe host bridge, 1 same CPU, 0 across CPUs.
+    pub links: Vec<Vec<u8>>,
     pub summary: String,
 }
 
 pub fn discover(source: &GpuSource) -> Discovery {
     match source {
-        GpuSource::None => Discovery { gpus: vec![], summary: "GPUs disabled (--gpus none)".into() },
-        GpuSource::Simulated(n) => Discovery {
-            gpus: simulated(*n),
-            summary: format!("{n} simulated GPUs (--gpus sim:{n}); jobs run for real, the devices are pretend"),
-        },
+        GpuSource::None => Discovery { gpus: vec![], links: vec![], summary: "GPUs disabled (--gpus none)".into() },
+        GpuSource::Simulated(groups) => {
+            let gpus = simulated(groups);
+            // Simulated topology: islands of four linked GPUs, nothing between islands.
+            let links = (0..gpus.len()).map(|a| (0..gpus.len()).map(|b| if a / 4 == b / 4 { 3 } else { 0 }).collect()).collect();
+            let summary = format!(
+                "{} simulated GPUs; jobs run for real, the devices are pretend (topology: islands of 4)",
+                gpus.len()
+            );
+            Discovery { gpus, links, summary }
+        }
         GpuSource::Auto => match nvml::discover() {
-            Ok(gpus) => {
+            Ok((gpus, links)) => {
                 let summary = format!("NVML: {} GPU(s) found", gpus.len());
-                Discovery { gpus, summary }
+                Discovery { gpus, links, summary }
             }
             Err(why) => Discovery {
                 gpus: vec![],
+                links: vec![],
                 summary: format!("no NVIDIA driver found ({why}); running without GPUs (CPU-only jobs still run)"),
             },
         },
     }
 }
 
-fn simulated(n: u32) -> Vec<GpuInfo> {
-    (0..n)
-        .map(|i| GpuInfo {
-            index: i,
-            uuid: format!("GPU-5157{i:04x}-0000-4000-8000-000000000000"),
-            model: "Simulated GPU 80GB".into(),
-            memory_mib: 81_920,
-        })
-        .collect()
+fn simulated(groups: &[(u32, String, u64)]) -> Vec<GpuInfo> {
+    let mut gpus = Vec::new();
+    for (count, model, gib) in groups {
+        for _ in 0..*count {
+            let i = gpus.len() as u32;
+            gpus.push(GpuInfo {
+                index: i,
+                uuid: format!("GPU-5157{i:04x}-0000-4000-8000-000000000000"),
+                model: model.clone(),
+                memory_mib: gib * 1024,
+            });
+        }
+    }
+    gpus
 }
 
 mod nvml {
     use super::GpuInfo;
+    use nvml_wrapper::enum_wrappers::device::TopologyLevel;
     use nvml_wrapper::Nvml;
 
-    /// Initialises NVML (dlopen of libnvidia-ml.so.1) and lists the devices.
-    pub fn discover() -> Result<Vec<GpuInfo>, String> {
+    /// Initialises NVML (dlopen of libnvidia-ml.so.1) and lists the devices with their topology.
+    pub fn discover() -> Result<(Vec<GpuInfo>, Vec<Vec<u8>>), String> {
         let nvml = Nvml::init().map_err(|e| e.to_string())?;
         let count = nvml.device_count().map_err(|e| e.to_string())?;
         let mut gpus = Vec::with_capacity(count as usize);
@@ -103,7 +146,28 @@ mod nvml {
                     .unwrap_or(0),
             });
         }
-        Ok(gpus)
+        let n = count as usize;
+        let mut links = vec![vec![0u8; n]; n];
+        for a in 0..n {
+            for b in 0..n {
+                if a == b {
+                    continue;
+                }
+                let level = nvml.device_by_index(a as u32).and_then(|da| {
+                    nvml.device_by_index(b as u32)
+                        .and_then(|db| nvml.topology_common_ancestor(&da, &db))
+                });
+                links[a][b] = match level {
+                    Ok(TopologyLevel::Internal)
+                    | Ok(TopologyLevel::Single)
+                    | Ok(TopologyLevel::Multiple) => 3,
+                    Ok(TopologyLevel::HostBridge) => 2,
+                    Ok(TopologyLevel::Node) => 1,
+                    _ => 0,
+                };
+            }
+        }
+        Ok((gpus, links))
     }
 }
 
@@ -115,8 +179,34 @@ mod tests {
     fn parses_the_gpu_flag() {
         assert_eq!("auto".parse(), Ok(GpuSource::Auto));
         assert_eq!("none".parse(), Ok(GpuSource::None));
-        assert_eq!("sim:4".parse(), Ok(GpuSource::Simulated(4)));
-        for bad in ["", "sim:", "sim:x", "sim:-1", "4", "sim:99999"] {
+        assert_eq!(
+            "sim:4".parse(),
+            Ok(GpuSource::Simulated(vec![(4, SIM_MODEL.into(), 80)]))
+        );
+        let mixed: GpuSource = "sim:2xA100:80,1xL4:24".parse().unwrap();
+        let d = discover(&mixed);
+        assert_eq!(
+            d.gpus
+                .iter()
+                .map(|g| (g.model.as_str(), g.memory_mib))
+                .collect::<Vec<_>>(),
+            [
+                ("Simulated A100", 81920),
+                ("Simulated A100", 81920),
+                ("Simulated L4", 24576)
+            ]
+        );
+        for bad in [
+            "",
+            "sim:",
+            "sim:x",
+            "sim:-1",
+            "4",
+            "sim:99999",
+            "sim:2xA100",
+            "sim:xA100:80",
+            "sim:2xA100:0",
+        ] {
             assert!(bad
                 .parse::<GpuSource>()
                 .unwrap_err()
@@ -127,7 +217,7 @@ mod tests {
 
     #[test]
     fn simulated_gpus_have_distinct_indices_and_uuids() {
-        let d = discover(&GpuSource::Simulated(3));
+        let d = discover(&"sim:3".parse().unwrap());
         assert_eq!(
             d.gpus.iter().map(|g| g.index).collect::<Vec<_>>(),
             [0, 1, 2]

@@ -23,6 +23,7 @@ impl Scenario {
             name,
             gpus: (0..gpus).collect(),
             slots: 64,
+            ..Default::default()
         });
         self
     }
@@ -64,6 +65,8 @@ impl Scenario {
             after: vec![],
             held: false,
             eligible_at: None,
+            gpu_type: None,
+            gpu_mem_mib: None,
         };
         f(&mut job);
         self.pending.push(job);
@@ -358,7 +361,7 @@ proptest! {
         let nodes: Vec<Node> = node_sizes
             .iter()
             .enumerate()
-            .map(|(i, &g)| Node { name: format!("n{i}"), gpus: (0..g).collect(), slots: 4 })
+            .map(|(i, &g)| Node { name: format!("n{i}"), gpus: (0..g).collect(), slots: 4, ..Default::default() })
             .collect();
         let mut running: Vec<RunningJob> = Vec::new();
         let mut pending: Vec<PendingJob> = Vec::new();
@@ -380,6 +383,8 @@ proptest! {
                     after: vec![],
                     held: false,
                     eligible_at: None,
+                    gpu_type: None,
+                    gpu_mem_mib: None,
                 });
                 asked.insert(next_id, gpus);
                 class.insert(next_id, ([Priority::Low, Priority::Normal, Priority::High][pick as usize % 3], pick % 5 < 2));
@@ -593,7 +598,7 @@ proptest! {
         initial in proptest::collection::vec((1u32..3, 1i64..50), 1..4),
         stream in proptest::collection::vec((1u32..3, 1i64..60), 1..200),
     ) {
-        let nodes = vec![Node { name: "n".into(), gpus: (0..4).collect(), slots: 64 }];
+        let nodes = vec![Node { name: "n".into(), gpus: (0..4).collect(), slots: 64, ..Default::default() }];
         let policy = Policy::default();
         let lookup = |_| DependencyState::Succeeded;
         let mut running: Vec<RunningJob> = Vec::new();
@@ -609,7 +614,7 @@ proptest! {
         // The head arrives at t=0 and can start, at the latest, when every job running then has ended.
         let deadline = running.iter().filter_map(|r| r.ends_by).max().unwrap_or(0);
         let head = PendingJob { id: 1, user: "u".into(), project: None, priority: Priority::Normal,
-            submitted_at: 0, gpus: 4, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None };
+            submitted_at: 0, gpus: 4, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None };
         let mut pending = vec![head];
         let mut head_started = None;
         for (t, (g, limit)) in stream.iter().enumerate() {
@@ -617,7 +622,7 @@ proptest! {
             running.retain(|r| r.ends_by.is_none_or(|e| e > now));
             pending.push(PendingJob { id: 10 + t as u64, user: "u".into(), project: None,
                 priority: Priority::Normal, submitted_at: now + 1, gpus: *g, time_limit_ms: Some(*limit as u64),
-                after: vec![], held: false, eligible_at: None });
+                after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None });
             let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false, policy: &policy };
             for d in schedule(&input, &pending) {
                 if let Decision::Start { job, node, gpus } = d {
@@ -637,4 +642,89 @@ proptest! {
             prop_assert!((stream.len() as i64) <= deadline, "the stream ran past {} and the head never started", deadline);
         }
     }
+}
+
+#[test]
+fn gpu_type_and_memory_constraints_pick_matching_gpus() {
+    let attrs = |m: &str, mem: u64| GpuAttrs {
+        model: m.into(),
+        memory_mib: mem,
+    };
+    let mut s = Scenario::default().node(4);
+    s.nodes[0].attrs = vec![
+        attrs("NVIDIA A100-SXM4-80GB", 81920),
+        attrs("NVIDIA A100-SXM4-80GB", 81920),
+        attrs("NVIDIA L4", 23034),
+        attrs("NVIDIA L4", 23034),
+    ];
+    let with = |mut s: Scenario, f: &dyn Fn(&mut PendingJob)| {
+        let mut j = s.pending.pop().unwrap();
+        f(&mut j);
+        s.pending.push(j);
+        s
+    };
+    let l4 = with(s.clone_scenario().queued(1, 2), &|j| {
+        j.gpu_type = Some("l4".into())
+    })
+    .run();
+    assert_eq!(
+        l4,
+        vec![Decision::Start {
+            job: 1,
+            node: 0,
+            gpus: vec![2, 3]
+        }]
+    );
+    let big = with(s.clone_scenario().queued(1, 1), &|j| {
+        j.gpu_mem_mib = Some(40 * 1024)
+    })
+    .run();
+    assert_eq!(
+        big,
+        vec![Decision::Start {
+            job: 1,
+            node: 0,
+            gpus: vec![0]
+        }]
+    );
+    let none = with(s.clone_scenario().queued(1, 1), &|j| {
+        j.gpu_type = Some("H100".into())
+    })
+    .run();
+    assert!(
+        matches!(&none[..], [Decision::Fail { reason, .. }] if reason.contains("largest node has 0")),
+        "{none:?}"
+    );
+    let taken = with(s.running(7, 0, &[2, 3], None).queued(1, 1), &|j| {
+        j.gpu_type = Some("L4".into())
+    });
+    assert!(
+        taken.run().is_empty(),
+        "both L4s are busy: the free A100s do not count"
+    );
+}
+
+#[test]
+fn multi_gpu_jobs_get_the_best_connected_gpus() {
+    // Two NVLink islands of four: {0..3} and {4..7}.
+    let mut s = Scenario::default()
+        .node(8)
+        .running(1, 0, &[0, 1, 2], None)
+        .queued(2, 2);
+    s.nodes[0].links = (0..8)
+        .map(|a: u32| {
+            (0..8)
+                .map(|b: u32| if a / 4 == b / 4 { 3 } else { 0 })
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        s.run(),
+        vec![Decision::Start {
+            job: 2,
+            node: 0,
+            gpus: vec![4, 5]
+        }],
+        "not 3 and 4, across islands"
+    );
 }

@@ -11,6 +11,12 @@ pub struct SubmitArgs {
     /// GPUs, all on one node.
     #[arg(long)]
     gpus: Option<u32>,
+    /// Only GPUs whose model contains this, e.g. A100 or L4.
+    #[arg(long)]
+    gpu_type: Option<String>,
+    /// Only GPUs with at least this much memory, e.g. 40G.
+    #[arg(long)]
+    gpu_mem: Option<String>,
     #[arg(long)]
     name: Option<String>,
     /// low, normal or high.
@@ -74,6 +80,15 @@ impl SubmitArgs {
         };
         if let Some(g) = self.gpus {
             spec.gpus = g;
+        }
+        if let Some(t) = &self.gpu_type {
+            spec.gpu_type = Some(t.clone());
+        }
+        if let Some(m) = &self.gpu_mem {
+            spec.gpu_mem = Some(
+                m.parse()
+                    .map_err(|e| CliError::usage(format!("--gpu-mem: {e}")))?,
+            );
         }
         if let Some(n) = &self.name {
             spec.name = Some(n.clone());

@@ -142,6 +142,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         executor,
         node.clone(),
         discovery.gpus.clone(),
+        discovery.links.clone(),
         slots,
         opts.config,
         identity.clone(),

@@ -15,8 +15,8 @@ use super::identity::{self, Caller, Identity};
 use crate::config::Config;
 use crate::home::now_ms;
 use gpuq_api::{GpuStatus, SubmitRequest};
-use gpuq_core::scheduler::Policy;
 use gpuq_core::scheduler::QueueKey;
+use gpuq_core::scheduler::{GpuAttrs, Policy};
 use gpuq_core::{
     schedule, Decision, DependencyState, EarlySignal, Job, JobId, JobState, Millis, Node,
     PendingJob, RunningJob, ScheduleInput, SpecError,
@@ -101,6 +101,7 @@ impl Service {
         executor: LocalExecutor,
         node_name: String,
         gpus: Vec<GpuInfo>,
+        links: Vec<Vec<u8>>,
         slots: u32,
         config: Config,
         identity: Arc<Identity>,
@@ -127,6 +128,14 @@ impl Service {
             name: node_name,
             gpus: gpus.iter().map(|g| g.index).collect(),
             slots,
+            attrs: gpus
+                .iter()
+                .map(|g| GpuAttrs {
+                    model: g.model.clone(),
+                    memory_mib: g.memory_mib,
+                })
+                .collect(),
+            links,
         }];
         let (changed, _) = watch::channel(0);
         let now = now_ms();
@@ -246,6 +255,45 @@ impl Service {
                 ),
             )
             .into());
+        }
+        if spec.gpu_type.is_some() || spec.gpu_mem.is_some() {
+            let probe = PendingJob {
+                gpu_type: spec.gpu_type.as_deref().map(Arc::from),
+                gpu_mem_mib: spec.gpu_mem.map(|m| m.mib()),
+                ..pending_probe()
+            };
+            let suitable = self
+                .nodes
+                .iter()
+                .map(|n| n.suitable(&probe))
+                .max()
+                .unwrap_or(0);
+            if suitable < spec.gpus.max(1) {
+                let mut models: Vec<String> = self
+                    .gpus
+                    .iter()
+                    .map(|g| format!("{} ({} MiB)", g.model, g.memory_mib))
+                    .collect();
+                models.dedup();
+                let field = if spec.gpu_type.is_some() {
+                    "gpu_type"
+                } else {
+                    "gpu_mem"
+                };
+                return Err(SpecError::new(
+                    field,
+                    format!(
+                        "no node has {} such GPU(s); the GPUs here are: {}",
+                        spec.gpus.max(1),
+                        if models.is_empty() {
+                            "none".to_string()
+                        } else {
+                            models.join(", ")
+                        }
+                    ),
+                )
+                .into());
+            }
         }
         let cwd = spec.cwd.clone().unwrap_or(req.cwd);
         if !std::path::Path::new(&cwd).is_dir() {
@@ -793,5 +841,25 @@ fn pending_of(job: &Job) -> PendingJob {
         after: job.spec.after.clone(),
         held: job.held_by.is_some(),
         eligible_at: job.eligible_at,
+        gpu_type: job.spec.gpu_type.as_deref().map(Arc::from),
+        gpu_mem_mib: job.spec.gpu_mem.map(|m| m.mib()),
+    }
+}
+
+/// A pending job with no constraints, for probing what nodes offer.
+fn pending_probe() -> PendingJob {
+    PendingJob {
+        id: 0,
+        user: Arc::from(""),
+        project: None,
+        priority: gpuq_core::Priority::Normal,
+        submitted_at: 0,
+        gpus: 0,
+        time_limit_ms: None,
+        after: Vec::new(),
+        held: false,
+        eligible_at: None,
+        gpu_type: None,
+        gpu_mem_mib: None,
     }
 }
