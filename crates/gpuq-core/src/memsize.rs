@@ -72,7 +72,7 @@ impl From<MemSize> for String {
 
 impl fmt::Display for MemSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.mib % 1024 == 0 {
+        if self.mib.is_multiple_of(1024) {
             write!(f, "{}G", self.mib / 1024)
         } else {
             write!(f, "{}M", self.mib)

@@ -85,8 +85,18 @@ fn lock_home(home: &std::path::Path) -> Result<std::fs::File> {
         .truncate(false)
         .write(true)
         .open(&path)?;
+    // A daemon that was just killed can hold the lock for a moment longer (a child
+    // it was spawning still has the descriptor until its exec): wait briefly
+    // before deciding another daemon is alive.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
     // SAFETY: flock on a file descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    let try_lock = || unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    let mut locked = try_lock();
+    while !locked && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        locked = try_lock();
+    }
+    if !locked {
         let pid = DaemonFile::read(home)
             .map(|d| format!(" (pid {})", d.pid))
             .unwrap_or_default();

@@ -109,11 +109,15 @@ impl Daemon {
                 self.url = v["url"].as_str().unwrap().to_string();
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "daemon did not start: {}",
-                self.daemon_log()
-            );
+            if Instant::now() >= deadline {
+                let log = self.daemon_log();
+                let tail: Vec<&str> = log.lines().rev().take(25).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "daemon did not start within 20 s; the end of its log:\n{}",
+                    tail.join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(10));
         }
     }
