@@ -147,26 +147,31 @@ mod nvml {
             });
         }
         let n = count as usize;
-        let mut links = vec![vec![0u8; n]; n];
-        for a in 0..n {
-            for b in 0..n {
-                if a == b {
-                    continue;
-                }
-                let level = nvml.device_by_index(a as u32).and_then(|da| {
-                    nvml.device_by_index(b as u32)
-                        .and_then(|db| nvml.topology_common_ancestor(&da, &db))
-                });
-                links[a][b] = match level {
-                    Ok(TopologyLevel::Internal)
-                    | Ok(TopologyLevel::Single)
-                    | Ok(TopologyLevel::Multiple) => 3,
-                    Ok(TopologyLevel::HostBridge) => 2,
-                    Ok(TopologyLevel::Node) => 1,
-                    _ => 0,
-                };
-            }
-        }
+        let level = |a: usize, b: usize| {
+            let da = nvml.device_by_index(a as u32)?;
+            let db = nvml.device_by_index(b as u32)?;
+            nvml.topology_common_ancestor(&da, &db)
+        };
+        let links: Vec<Vec<u8>> = (0..n)
+            .map(|a| {
+                (0..n)
+                    .map(|b| match (a == b, level(a, b)) {
+                        (true, _) => 0,
+                        (
+                            _,
+                            Ok(
+                                TopologyLevel::Internal
+                                | TopologyLevel::Single
+                                | TopologyLevel::Multiple,
+                            ),
+                        ) => 3,
+                        (_, Ok(TopologyLevel::HostBridge)) => 2,
+                        (_, Ok(TopologyLevel::Node)) => 1,
+                        _ => 0,
+                    })
+                    .collect()
+            })
+            .collect();
         Ok((gpus, links))
     }
 }
