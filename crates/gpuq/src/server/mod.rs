@@ -147,13 +147,25 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         &opts.config.admins,
         opts.config.single_user,
     ));
+    let schedulable = gpuq_core::Node {
+        name: node.clone(),
+        gpus: discovery.gpus.iter().map(|g| g.index).collect(),
+        slots,
+        attrs: discovery
+            .gpus
+            .iter()
+            .map(|g| gpuq_core::scheduler::GpuAttrs {
+                model: g.model.clone(),
+                memory_mib: g.memory_mib,
+            })
+            .collect(),
+        links: discovery.links.clone(),
+    };
     let service = Service::new(
         store,
         executor,
-        node.clone(),
+        schedulable,
         discovery.gpus.clone(),
-        discovery.links.clone(),
-        slots,
         opts.config,
         identity.clone(),
     )?;

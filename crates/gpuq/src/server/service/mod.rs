@@ -15,8 +15,8 @@ use super::identity::{self, Caller, Identity};
 use crate::config::Config;
 use crate::home::now_ms;
 use gpuq_api::{GpuStatus, SubmitRequest};
+use gpuq_core::scheduler::Policy;
 use gpuq_core::scheduler::QueueKey;
-use gpuq_core::scheduler::{GpuAttrs, Policy};
 use gpuq_core::{
     schedule, Decision, DependencyState, EarlySignal, Job, JobId, JobState, Millis, Node,
     PendingJob, RunningJob, ScheduleInput, SpecError,
@@ -99,10 +99,8 @@ impl Service {
     pub fn new(
         mut store: Store,
         executor: LocalExecutor,
-        node_name: String,
+        node: Node,
         gpus: Vec<GpuInfo>,
-        links: Vec<Vec<u8>>,
-        slots: u32,
         config: Config,
         identity: Arc<Identity>,
     ) -> Result<Arc<Self>, StoreError> {
@@ -124,19 +122,7 @@ impl Service {
             pending.insert(p.queue_key(), p);
         }
         let drained = store.meta("drained")?.as_deref() == Some("1");
-        let nodes = vec![Node {
-            name: node_name,
-            gpus: gpus.iter().map(|g| g.index).collect(),
-            slots,
-            attrs: gpus
-                .iter()
-                .map(|g| GpuAttrs {
-                    model: g.model.clone(),
-                    memory_mib: g.memory_mib,
-                })
-                .collect(),
-            links,
-        }];
+        let nodes = vec![node];
         let (changed, _) = watch::channel(0);
         let now = now_ms();
         let policy = Policy {
