@@ -358,18 +358,25 @@ impl Store {
             .flatten())
     }
 
-    /// Holds (`Some(user)`) or releases (`None`) a queued job.
-    pub fn set_held(&mut self, job: JobId, by: Option<&str>, now: Millis) -> Result<()> {
+    /// Holds (`held_by: Some(user)`) or releases (`None`) a queued job; `by` asked for it.
+    pub fn set_held(
+        &mut self,
+        job: JobId,
+        held_by: Option<&str>,
+        by: &str,
+        now: Millis,
+    ) -> Result<()> {
         self.write(|tx| {
             tx.execute(
                 "UPDATE jobs SET held_by = ?2 WHERE id = ?1",
-                params![job, by],
+                params![job, held_by],
             )?;
-            let (kind, detail) = match by {
-                Some(u) => ("held", format!("by {u}")),
-                None => ("released", String::new()),
+            let kind = if held_by.is_some() {
+                "held"
+            } else {
+                "released"
             };
-            insert_event(tx, now, job, kind, &detail)
+            insert_event(tx, now, job, kind, &format!("by {by}"))
         })
     }
 

@@ -181,12 +181,12 @@ fn an_idempotency_key_makes_a_repeated_submit_return_the_first_job() {
 fn hold_stop_meta_and_requeue_are_recorded() {
     let mut store = Store::open_in_memory().unwrap();
     store.submit(&new_job(&["true"]), 0).unwrap();
-    store.set_held(1, Some("bob"), 1).unwrap();
+    store.set_held(1, Some("bob"), "bob", 1).unwrap();
     assert_eq!(
         store.job(1).unwrap().unwrap().held_by.as_deref(),
         Some("bob")
     );
-    store.set_held(1, None, 2).unwrap();
+    store.set_held(1, None, "alice", 2).unwrap();
     store
         .start(
             &[StartRecord {

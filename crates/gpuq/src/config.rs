@@ -17,6 +17,7 @@
 //!
 //! [projects.vision]
 //! max_gpus = 6
+//! max_queued = 500
 //! ```
 
 use gpuq_core::DurationSpec;
@@ -84,6 +85,7 @@ fn one() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct ProjectConfig {
     pub max_gpus: Option<u32>,
+    pub max_queued: Option<u32>,
 }
 
 impl Config {

@@ -43,7 +43,7 @@ fn after_a_heavy_user_the_light_user_goes_first() {
 fn quotas_cap_gpus_at_once_and_queued_jobs() {
     let d = Daemon::start_with_config(
         "sim:4",
-        "single_user = true\n[scheduler]\ndefault_max_gpus = 2\n[users.bob]\nmax_gpus = 3\nmax_queued = 2\n",
+        "single_user = true\n[scheduler]\ndefault_max_gpus = 2\n[users.bob]\nmax_gpus = 3\nmax_queued = 2\n[projects.nlp]\nmax_queued = 1\n",
     );
     let a1 = d.submit_as("alice", 2, &["sleep", "1"]);
     let a2 = d.submit_as("alice", 1, &["true"]);
@@ -86,6 +86,27 @@ fn quotas_cap_gpus_at_once_and_queued_jobs() {
         body.contains("bob already has 2 queued jobs, the most allowed (2)"),
         "{body}"
     );
+    let post = |body: &str| {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "-X",
+                "POST",
+                "-H",
+                "content-type: application/json",
+                "-H",
+            ])
+            .arg(format!("authorization: Bearer {}", d.token()))
+            .arg("--data-binary")
+            .arg(body)
+            .arg(format!("{}/v1/jobs", d.url))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let nlp = r#"{"spec":{"command":["true"],"project":"nlp"},"cwd":"/tmp","user":"carol"}"#;
+    assert!(post(nlp).contains("\"state\":\"queued\""));
+    assert!(post(nlp).contains("project nlp already has 1 queued jobs, the most allowed (1)"));
     d.ok(&["undrain"]);
     for id in [q1, q2] {
         assert_eq!(d.wait(id)["state"], "succeeded");

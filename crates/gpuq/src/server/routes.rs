@@ -195,7 +195,7 @@ pub async fn hold(
     Path(id): Path<JobId>,
 ) -> ApiResult<Json<gpuq_core::Job>> {
     authorize(&ctx, &caller, id, "hold")?;
-    Ok(Json(ctx.service.hold(id, Some(&caller.user))?))
+    Ok(Json(ctx.service.hold(id, true, &caller.user)?))
 }
 
 pub async fn release(
@@ -204,7 +204,7 @@ pub async fn release(
     Path(id): Path<JobId>,
 ) -> ApiResult<Json<gpuq_core::Job>> {
     authorize(&ctx, &caller, id, "release")?;
-    Ok(Json(ctx.service.hold(id, None)?))
+    Ok(Json(ctx.service.hold(id, false, &caller.user)?))
 }
 
 fn require_admin(caller: &Caller, what: &str) -> ApiResult<()> {

@@ -315,6 +315,22 @@ impl Service {
                     )));
                 }
             }
+            if let Some((project, limit)) = spec
+                .project
+                .as_ref()
+                .and_then(|p| Some((p, self.config.projects.get(p)?.max_queued?)))
+            {
+                let queued = inner
+                    .pending
+                    .values()
+                    .filter(|p| p.project.as_deref() == Some(project.as_str()))
+                    .count() as u32;
+                if queued >= limit {
+                    return Err(ServiceError::Quota(format!(
+                        "project {project} already has {queued} queued jobs, the most allowed ({limit}); wait for some to start"
+                    )));
+                }
+            }
             for dep in &spec.after {
                 if !inner.states.contains_key(dep) {
                     return Err(SpecError::new("after", format!("job {dep} does not exist")).into());
@@ -430,24 +446,24 @@ impl Service {
         self.job(id)
     }
 
-    /// Holds (`by: Some`) or releases a queued job.
-    pub fn hold(&self, id: JobId, by: Option<&str>) -> Result<Job, ServiceError> {
+    /// Holds (`hold: true`) or releases a queued job; `by` is who asks.
+    pub fn hold(&self, id: JobId, hold: bool, by: &str) -> Result<Job, ServiceError> {
         let now = now_ms();
         let mut inner = self.lock();
         let state = self.state_of(&inner, id)?;
         if state != JobState::Queued {
-            let verb = if by.is_some() { "held" } else { "released" };
+            let verb = if hold { "held" } else { "released" };
             return Err(ServiceError::Conflict(format!(
                 "job {id} is {state}; only queued jobs can be {verb}"
             )));
         }
         let job = inner.store.job(id)?.ok_or(ServiceError::NoSuchJob(id))?;
-        if by.is_none() && job.held_by.is_none() {
+        if !hold && job.held_by.is_none() {
             return Err(ServiceError::Conflict(format!("job {id} is not held")));
         }
-        inner.store.set_held(id, by, now)?;
+        inner.store.set_held(id, hold.then_some(by), by, now)?;
         if let Some(p) = inner.pending.values_mut().find(|p| p.id == id) {
-            p.held = by.is_some();
+            p.held = hold;
         }
         drop(inner);
         self.changed_and_reschedule();
