@@ -66,47 +66,16 @@ fn quotas_cap_gpus_at_once_and_queued_jobs() {
     d.ok(&["drain"]);
     let q1 = d.submit_as("bob", 2, &["true"]);
     let q2 = d.submit_as("bob", 2, &["true"]);
-    let out = std::process::Command::new("curl")
-        .args([
-            "-sS",
-            "-X",
-            "POST",
-            "-H",
-            "content-type: application/json",
-            "-H",
-        ])
-        .arg(format!("authorization: Bearer {}", d.token()))
-        .arg("--data-binary")
-        .arg(r#"{"spec":{"command":["true"],"gpus":1},"cwd":"/tmp","user":"bob"}"#)
-        .arg(format!("{}/v1/jobs", d.url))
-        .output()
-        .unwrap();
-    let body = String::from_utf8_lossy(&out.stdout);
+    let body = d.post_job(r#"{"spec":{"command":["true"],"gpus":1},"cwd":"/tmp","user":"bob"}"#);
     assert!(
         body.contains("bob already has 2 queued jobs, the most allowed (2)"),
         "{body}"
     );
-    let post = |body: &str| {
-        let out = std::process::Command::new("curl")
-            .args([
-                "-sS",
-                "-X",
-                "POST",
-                "-H",
-                "content-type: application/json",
-                "-H",
-            ])
-            .arg(format!("authorization: Bearer {}", d.token()))
-            .arg("--data-binary")
-            .arg(body)
-            .arg(format!("{}/v1/jobs", d.url))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
     let nlp = r#"{"spec":{"command":["true"],"project":"nlp"},"cwd":"/tmp","user":"carol"}"#;
-    assert!(post(nlp).contains("\"state\":\"queued\""));
-    assert!(post(nlp).contains("project nlp already has 1 queued jobs, the most allowed (1)"));
+    assert!(d.post_job(nlp).contains("\"state\":\"queued\""));
+    assert!(d
+        .post_job(nlp)
+        .contains("project nlp already has 1 queued jobs, the most allowed (1)"));
     d.ok(&["undrain"]);
     for id in [q1, q2] {
         assert_eq!(d.wait(id)["state"], "succeeded");

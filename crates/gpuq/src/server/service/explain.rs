@@ -1,9 +1,9 @@
 //! `gpuq explain`: the rule that holds a queued job back, in a sentence, from
 //! the very pass the scheduler runs (`gpuq_core::explain`).
 
-use super::{dependency_state, running_snapshot, Inner, Service, ServiceError};
+use super::{Inner, Service, ServiceError};
 use crate::home::now_ms;
-use gpuq_core::{JobId, JobState, Millis, ScheduleInput, WaitReason};
+use gpuq_core::{JobId, JobState, Millis, WaitReason};
 use std::collections::HashMap;
 
 impl Service {
@@ -11,17 +11,9 @@ impl Service {
     pub fn explain_queued(&self) -> Result<HashMap<JobId, String>, ServiceError> {
         let inner = self.lock();
         let now = now_ms();
-        let running = running_snapshot(&inner);
-        let lookup = |dep: JobId| dependency_state(&inner.states, dep);
-        let input = ScheduleInput {
-            now,
-            nodes: &self.nodes,
-            running: &running,
-            dependency: &lookup,
-            drained: inner.drained,
-            policy: &inner.policy,
-        };
-        let (decisions, reasons) = gpuq_core::explain(&input, inner.pending.values());
+        let (decisions, reasons) = self.with_input(&inner, now, |input| {
+            gpuq_core::explain(input, inner.pending.values())
+        });
         let mut out: HashMap<JobId, String> = HashMap::new();
         for (id, reason) in reasons {
             out.insert(id, self.render(&inner, id, &reason, now)?);
