@@ -57,7 +57,7 @@ class Daemon:
         return raw
 
     def submit(self, command, gpus=0):
-        req = {"spec": {"command": command, "gpus": gpus}, "cwd": "/tmp", "env": {"PATH": os.environ["PATH"]}, "user": "bench"}
+        req = {"spec": {"command": command, "gpus": gpus}, "cwd": "/tmp", "env": {"PATH": os.environ["PATH"]}, "user": ""}
         return json.loads(self.call("POST", "/v1/jobs", req))["id"]
 
     def wait(self, job_id):
