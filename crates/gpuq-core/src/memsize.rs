@@ -51,9 +51,11 @@ impl FromStr for MemSize {
         if !(value.is_finite() && value > 0.0 && value * factor as f64 <= 1e9) {
             return Err(err());
         }
-        Ok(Self {
-            mib: (value * factor as f64).round() as u64,
-        })
+        let mib = (value * factor as f64).round() as u64;
+        if mib == 0 {
+            return Err(err());
+        }
+        Ok(Self { mib })
     }
 }
 
@@ -96,7 +98,7 @@ mod tests {
         ] {
             assert_eq!(s.parse::<MemSize>().unwrap().mib(), mib, "{s}");
         }
-        for bad in ["", "G", "-1G", "lots", "0G", "1e20G"] {
+        for bad in ["", "G", "-1G", "lots", "0G", "1e20G", "0.4M"] {
             assert!(bad.parse::<MemSize>().is_err(), "{bad}");
         }
         assert_eq!(MemSize::from_mib(40960).to_string(), "40G");

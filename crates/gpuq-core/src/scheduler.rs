@@ -527,27 +527,30 @@ fn preemption_victims(
 ) -> Vec<JobId> {
     let mut best: Option<Vec<&RunningJob>> = None;
     for (node, info) in input.nodes.iter().enumerate() {
-        if (info.gpus.len() as u32) < head.gpus {
+        if info.suitable(head) < head.gpus {
             continue;
         }
+        // Only GPUs that suit the head job count: freeing an L4 does not help a job that needs an A100.
+        let suiting = |gpus: &[u32]| gpus.iter().filter(|&&g| info.suits(head, g)).count() as u32;
         let on_node = || input.running.iter().filter(move |r| r.node == node);
         let stopping: u32 = on_node()
             .filter(|r| r.stopping)
-            .map(|r| r.gpus.len() as u32)
+            .map(|r| suiting(&r.gpus))
             .sum();
-        let mut available = free[node].len() as u32 + stopping;
+        let free_suiting = free[node].iter().filter(|&&g| info.suits(head, g)).count() as u32;
+        let mut available = free_suiting + stopping;
         if available >= head.gpus {
             return Vec::new();
         }
         let mut candidates: Vec<&RunningJob> = on_node()
             .filter(|r| {
-                r.preemptible && !r.stopping && r.priority < head.priority && !r.gpus.is_empty()
+                r.preemptible && !r.stopping && r.priority < head.priority && suiting(&r.gpus) > 0
             })
             .collect();
         // Largest first gives the fewest victims; then the lowest class; then the newest (least work lost).
         candidates.sort_by_key(|r| {
             (
-                std::cmp::Reverse(r.gpus.len()),
+                std::cmp::Reverse(suiting(&r.gpus)),
                 r.priority,
                 std::cmp::Reverse(r.id),
             )
@@ -557,7 +560,7 @@ fn preemption_victims(
             if available >= head.gpus {
                 break;
             }
-            available += c.gpus.len() as u32;
+            available += suiting(&c.gpus);
             chosen.push(c);
         }
         if available < head.gpus {

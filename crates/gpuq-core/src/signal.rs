@@ -70,7 +70,12 @@ impl FromStr for EarlySignal {
 
 impl fmt::Display for EarlySignal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{}", self.name(), self.lead.as_millis() / 1000)
+        // Whole seconds in Slurm's form; anything finer keeps its unit, so the text parses back.
+        if self.lead.as_millis().is_multiple_of(1000) {
+            write!(f, "{}@{}", self.name(), self.lead.as_millis() / 1000)
+        } else {
+            write!(f, "{}@{}", self.name(), self.lead)
+        }
     }
 }
 
@@ -123,6 +128,12 @@ mod tests {
         );
         assert_eq!("12@5".parse::<EarlySignal>().unwrap().name(), "USR2");
         assert_eq!(s.to_string(), "USR1@90");
+        let fine: EarlySignal = "USR1@500ms".parse().unwrap();
+        assert_eq!(
+            fine.to_string().parse::<EarlySignal>().unwrap(),
+            fine,
+            "round-trips"
+        );
     }
 
     #[test]

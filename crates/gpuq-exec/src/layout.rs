@@ -32,6 +32,10 @@ impl JobDir {
     pub fn pgid_file(&self, attempt: u32) -> PathBuf {
         self.root.join(format!("attempt-{attempt}.pgid"))
     }
+    /// The job's environment, handed to the supervisor (private; removed once the job started).
+    pub fn env_file(&self, attempt: u32) -> PathBuf {
+        self.root.join(format!("attempt-{attempt}.env"))
+    }
     /// Locked by the attempt's supervisor for its whole life (see `LocalExecutor::prepare`).
     pub fn lock_file(&self, attempt: u32) -> PathBuf {
         self.root.join(format!("attempt-{attempt}.lock"))

@@ -11,6 +11,22 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// The supervisor's own PATH: system directories only.
+const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Opens (creating, mode 0600) a file the daemon writes, refusing to follow a symlink.
+fn open_private(path: &Path, append: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = OpenOptions::new();
+    o.create(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    if append {
+        o.append(true);
+    } else {
+        o.write(true);
+    }
+    o.open(path)
+}
+
 pub struct LocalExecutor {
     home: PathBuf,
     /// The gpuq binary, re-executed as the supervisor.
@@ -83,24 +99,35 @@ impl LocalExecutor {
         for d in [dir.checkpoints(), dir.outputs()] {
             std::fs::create_dir_all(&d).map_err(io_err(&d))?;
         }
-        let log_path = dir.log(req.attempt);
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(io_err(&log_path))?;
-        let log_err = log.try_clone().map_err(io_err(&log_path))?;
         if let Some(account) = req.run_as {
-            // The job writes its checkpoints, outputs and metrics as its user.
-            for p in [
-                dir.root().to_path_buf(),
-                dir.checkpoints(),
-                dir.outputs(),
-                log_path.clone(),
-            ] {
-                std::os::unix::fs::chown(&p, Some(account.uid), Some(account.gid))
+            // The job directory stays the daemon's (records, lock, log live there and
+            // are trusted); the job's user owns only what it writes: checkpoints,
+            // outputs and the metrics file. Nothing the user controls is followed.
+            use std::os::unix::fs::PermissionsExt;
+            let root = dir.root().to_path_buf();
+            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711))
+                .map_err(io_err(&root))?;
+            let metrics = dir.metrics();
+            open_private(&metrics, false).map_err(io_err(&metrics))?;
+            for p in [dir.checkpoints(), dir.outputs(), metrics] {
+                std::os::unix::fs::lchown(&p, Some(account.uid), Some(account.gid))
                     .map_err(io_err(&p))?;
             }
+        }
+        let log_path = dir.log(req.attempt);
+        let log = open_private(&log_path, true).map_err(io_err(&log_path))?;
+        let log_err = log.try_clone().map_err(io_err(&log_path))?;
+        // The job's environment goes to the supervisor in a private file, not in the
+        // supervisor's own environment: the supervisor may run as root, and a user's
+        // LD_PRELOAD or LD_LIBRARY_PATH must never reach a root process.
+        let env_path = dir.env_file(req.attempt);
+        let env_json = serde_json::to_vec(&self.job_env(req)).expect("environment serializes");
+        {
+            use std::io::Write;
+            let mut f = open_private(&env_path, false).map_err(io_err(&env_path))?;
+            f.set_len(0)
+                .and_then(|_| f.write_all(&env_json))
+                .map_err(io_err(&env_path))?;
         }
 
         // The supervisor's stdin is a file locked before the spawn: the lock lives as
@@ -137,10 +164,11 @@ impl LocalExecutor {
                 .arg(account.gid.to_string());
             cmd.arg("--groups").arg(groups.join(","));
         }
+        cmd.arg("--env-file").arg(&env_path);
         cmd.arg("--")
             .args(req.argv)
             .env_clear()
-            .envs(self.job_env(req))
+            .env("PATH", SAFE_PATH)
             .current_dir(req.cwd)
             .stdin(Stdio::from(lock))
             .stdout(log)

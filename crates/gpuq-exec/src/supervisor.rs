@@ -72,6 +72,7 @@ pub fn supervise(
     dir: &JobDir,
     attempt: u32,
     argv: &[String],
+    env_file: Option<&std::path::Path>,
     credentials: Option<Credentials>,
 ) -> i32 {
     let Some((program, args)) = argv.split_first() else {
@@ -83,6 +84,22 @@ pub fn supervise(
     // job and everything it started at once. No pre_exec hook: the spawn can use
     // posix_spawn rather than fork, which keeps the start latency low.
     cmd.args(args).stdin(Stdio::null()).process_group(0);
+    if let Some(path) = env_file {
+        let env: std::collections::BTreeMap<String, String> = match std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(env) => env,
+            Err(e) => {
+                eprintln!(
+                    "gpuq supervisor: cannot read the job's environment {}: {e}",
+                    path.display()
+                );
+                return 1;
+            }
+        };
+        cmd.env_clear().envs(env);
+    }
     if let Some(c) = credentials {
         let groups: Vec<libc::gid_t> = c.groups.clone();
         // SAFETY: setgroups/setgid/setuid are async-signal-safe and use only data
@@ -110,6 +127,10 @@ pub fn supervise(
             }
         }
         Ok(mut child) => {
+            if let Some(path) = env_file {
+                // It may hold secrets; the job has its copy now.
+                let _ = std::fs::remove_file(path);
+            }
             // The job is its own process group leader: pgid == pid.
             if let Err(e) =
                 write_atomically(&dir.pgid_file(attempt), child.id().to_string().as_bytes())

@@ -151,8 +151,8 @@ impl Store {
             let existing: Option<JobId> = self
                 .conn
                 .query_row(
-                    "SELECT id FROM jobs WHERE idempotency_key = ?1",
-                    [key],
+                    "SELECT id FROM jobs WHERE idempotency_key = ?1 AND user = ?2",
+                    params![key, new.user],
                     |r| r.get(0),
                 )
                 .optional()?;
@@ -233,7 +233,12 @@ impl Store {
         let rows = stmt.query_map([], read_job)?;
         let mut jobs = Vec::new();
         for row in rows {
-            jobs.push(row??);
+            match row? {
+                Ok(job) => jobs.push(job),
+                // One unreadable row must not hide every other job (or stop the daemon).
+                Err(StoreError::Corrupt { .. }) => continue,
+                Err(e) => return Err(e),
+            }
         }
         Ok(jobs)
     }

@@ -33,7 +33,7 @@ CREATE TABLE jobs (
     env            TEXT NOT NULL
 );
 CREATE INDEX jobs_active ON jobs (state) WHERE state IN ('queued', 'running', 'preempted');
-CREATE UNIQUE INDEX jobs_idempotency ON jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE UNIQUE INDEX jobs_idempotency ON jobs (user, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE TABLE attempts (
     job_id     INTEGER NOT NULL REFERENCES jobs (id),
     attempt    INTEGER NOT NULL,

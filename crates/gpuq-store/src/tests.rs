@@ -175,6 +175,12 @@ fn an_idempotency_key_makes_a_repeated_submit_return_the_first_job() {
     let again = store.submit(&job, 5).unwrap();
     assert_eq!(first.id, again.id);
     assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 1);
+    job.user = "bob".into();
+    let bobs = store.submit(&job, 6).unwrap();
+    assert_ne!(
+        bobs.id, first.id,
+        "a key is per user: bob does not get alice's job"
+    );
 }
 
 #[test]

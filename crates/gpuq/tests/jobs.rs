@@ -198,6 +198,32 @@ fn job_sees_the_contract_environment() {
 }
 
 #[test]
+fn the_supervisor_does_not_carry_the_submitters_environment() {
+    let d = Daemon::start("none");
+    // The supervisor may run as root: a submitter's LD_PRELOAD must never reach it.
+    let out = d
+        .cmd(&[
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo job=$MY_MARKER; tr '\\0' '\\n' < /proc/$PPID/environ",
+        ])
+        .env("MY_MARKER", "from-submitter")
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(
+        text.contains("job=from-submitter"),
+        "the job has it: {text}"
+    );
+    assert!(
+        !text.lines().skip(1).any(|l| l.contains("MY_MARKER")),
+        "the supervisor has not: {text}"
+    );
+}
+
+#[test]
 fn jobs_without_gpus_see_an_empty_device_list() {
     let d = Daemon::start("sim:2");
     let out = d.gpuq(&[

@@ -152,6 +152,50 @@ fn two_users_share_one_root_daemon_safely() {
         stderr(&alice_log)
     );
 
+    // Environment values are the owner's.
+    let secret = as_user(
+        &d,
+        ALICE,
+        &["submit", "--env", "API_KEY=s3cret", "--", "true"],
+    );
+    let secret_job: u64 = stdout(&secret).trim().parse().unwrap();
+    let seen_by_bob = stdout(&as_user(&d, BOB, &["ls", "--json"]));
+    assert!(
+        !seen_by_bob.contains("s3cret") && seen_by_bob.contains("(hidden)"),
+        "{seen_by_bob}"
+    );
+    assert!(stdout(&as_user(
+        &d,
+        ALICE,
+        &["show", "--json", &secret_job.to_string()]
+    ))
+    .contains("s3cret"));
+
+    // A job cannot turn its directory into a path root would follow.
+    let attack = as_user(
+        &d,
+        ALICE,
+        &["submit", "--retries", "1", "--retry-delay", "100ms", "--", "sh", "-c",
+          "rm -rf $GPUQ_CHECKPOINT_DIR && ln -s /etc $GPUQ_CHECKPOINT_DIR; ln -sf /etc/passwd $GPUQ_CHECKPOINT_DIR/../attempt-1.log; exit 1"],
+    );
+    let attack_job: u64 = stdout(&attack)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{}", stderr(&attack)));
+    assert_eq!(d.wait(attack_job)["state"], "failed");
+    assert_eq!(
+        std::fs::metadata("/etc").unwrap().uid(),
+        0,
+        "/etc still belongs to root"
+    );
+    assert_eq!(std::fs::metadata("/etc/passwd").unwrap().uid(), 0);
+    assert!(
+        std::fs::symlink_metadata(d.job_dir(attack_job).join("checkpoints"))
+            .unwrap()
+            .is_dir(),
+        "not replaced"
+    );
+
     // A remote client with bob's token acts as bob, and his job runs as bob.
     let created: serde_json::Value =
         serde_json::from_str(&d.ok(&["token", "create", "--user", BOB, "--json"])).unwrap();

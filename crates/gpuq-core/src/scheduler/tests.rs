@@ -728,3 +728,27 @@ fn multi_gpu_jobs_get_the_best_connected_gpus() {
         "not 3 and 4, across islands"
     );
 }
+
+#[test]
+fn preemption_only_frees_gpus_that_suit_the_waiting_job() {
+    let attrs = |m: &str| GpuAttrs {
+        model: m.into(),
+        memory_mib: 81920,
+    };
+    let mut s = Scenario::default()
+        .node(2)
+        .running(1, 0, &[1], None)
+        .with_last_running(preemptible(Priority::Low))
+        .running(2, 0, &[0], None)
+        .with_last_running(preemptible(Priority::Low))
+        .queued_with(9, 1, |j| {
+            j.priority = Priority::High;
+            j.gpu_type = Some("A100".into());
+        });
+    s.nodes[0].attrs = vec![attrs("A100"), attrs("L4")];
+    assert_eq!(
+        s.run(),
+        vec![Decision::Preempt { job: 2, for_job: 9 }],
+        "the job on the A100, not the one on the L4"
+    );
+}

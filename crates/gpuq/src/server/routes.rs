@@ -99,6 +99,16 @@ pub async fn submit(
     Ok((StatusCode::CREATED, Json(ctx.service.submit(req, &caller)?)))
 }
 
+/// Environment values are the owner's: others (not admins) see them masked.
+fn redact(mut job: gpuq_core::Job, caller: &Caller) -> gpuq_core::Job {
+    if !(caller.admin || caller.user == job.user) {
+        for value in job.spec.env.values_mut() {
+            *value = "(hidden)".into();
+        }
+    }
+    job
+}
+
 /// Refuses an action on someone else's job unless the caller is an admin.
 fn authorize(
     ctx: &AppContext,
@@ -128,6 +138,7 @@ pub struct ListQuery {
 
 pub async fn list(
     State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Vec<gpuq_core::Job>>> {
     let mut states = Vec::new();
@@ -146,7 +157,8 @@ pub async fn list(
         states,
         limit: q.limit,
     };
-    Ok(Json(ctx.service.with_store(|s| s.list(&filter))?))
+    let jobs = ctx.service.with_store(|s| s.list(&filter))?;
+    Ok(Json(jobs.into_iter().map(|j| redact(j, &caller)).collect()))
 }
 
 pub async fn show(
@@ -154,13 +166,8 @@ pub async fn show(
     Extension(caller): Extension<Caller>,
     Path(id): Path<JobId>,
 ) -> ApiResult<Json<JobDetail>> {
-    let mut job = ctx.service.job(id)?;
-    if !(caller.admin || caller.user == job.user) {
-        // Everyone may see the queue; environment values stay with the owner.
-        for value in job.spec.env.values_mut() {
-            *value = "(hidden)".into();
-        }
-    }
+    // Everyone may see the queue; environment values stay with the owner.
+    let job = redact(ctx.service.job(id)?, &caller);
     let (attempts, events) = ctx
         .service
         .with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;
@@ -349,6 +356,7 @@ pub struct WaitQuery {
 
 pub async fn wait(
     State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<JobId>,
     Query(q): Query<WaitQuery>,
 ) -> ApiResult<Json<gpuq_core::Job>> {
@@ -359,13 +367,13 @@ pub async fn wait(
         changes.borrow_and_update();
         let job = ctx.service.job(id)?;
         if job.state.is_terminal() {
-            return Ok(Json(job));
+            return Ok(Json(redact(job, &caller)));
         }
         if tokio::time::timeout_at(deadline, changes.changed())
             .await
             .is_err()
         {
-            return Ok(Json(job));
+            return Ok(Json(redact(job, &caller)));
         }
     }
 }

@@ -262,6 +262,17 @@ impl Service {
         } else {
             caller.user.clone()
         };
+        // Being a gpuq admin must not make anyone root: only root submits as root.
+        if (user == "root" || user == self.identity.owner)
+            && user != caller.user
+            && self.identity.multi_user()
+        {
+            return Err(SpecError::new(
+                "user",
+                format!("only {user} may submit jobs that run as {user}"),
+            )
+            .into());
+        }
         if self.identity.multi_user()
             && user != self.identity.owner
             && identity::account(&user).is_none()

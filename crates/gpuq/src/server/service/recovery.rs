@@ -118,6 +118,13 @@ impl Service {
                         }
                     }
                 }
+            } else if !rebooted && self.executor.job_dir(id).pgid_file(attempt).exists() {
+                // The job had started (its supervisor recorded the process group) and
+                // the supervisor died without a record: not "never ran", so not a
+                // silent rerun: it ends as a failure and its retry policy decides.
+                self.set_stop_state(id, stop);
+                tracing::warn!("job {id} attempt {attempt}: its supervisor died while the job ran");
+                self.attempt_ended(id, attempt, None);
             } else {
                 let cause = if rebooted {
                     "node restarted"

@@ -48,13 +48,41 @@ impl StopCause {
 impl Service {
     /// Starts the stop protocol for a running attempt (once; later calls are ignored).
     pub(super) fn stop(self: &Arc<Self>, id: JobId, cause: StopCause) {
+        self.stop_attempt(id, None, cause)
+    }
+
+    /// As [`Service::stop`], but only if `attempt` (when given) is still the running one:
+    /// a timer armed for one attempt must never stop the next.
+    pub(super) fn stop_attempt(self: &Arc<Self>, id: JobId, only: Option<u32>, cause: StopCause) {
         let now = now_ms();
         let (attempt, grace, early) = {
             let mut inner = self.lock();
-            let Some(run) = inner.running.get(&id) else {
+            let Some(run) = inner
+                .running
+                .get(&id)
+                .filter(|r| only.is_none_or(|a| a == r.attempt))
+            else {
                 return;
             };
-            if run.stop.is_some() {
+            if let Some(current) = &run.stop {
+                // A cancel overrides a stop already under way (preemption, requeue): the
+                // signals continue as they are, but the job ends cancelled, not requeued.
+                let upgrade = matches!(cause, StopCause::Cancel { .. })
+                    && !matches!(current.cause, StopCause::Cancel { .. });
+                if upgrade {
+                    let attempt = run.attempt;
+                    let json = serde_json::to_string(&cause).expect("stop cause serializes");
+                    if inner
+                        .store
+                        .set_stop(id, attempt, &json, &cause.describe(), now)
+                        .is_ok()
+                    {
+                        if let Some(stop) = inner.running.get_mut(&id).and_then(|r| r.stop.as_mut())
+                        {
+                            stop.cause = cause;
+                        }
+                    }
+                }
                 return;
             }
             let attempt = run.attempt;
@@ -103,8 +131,9 @@ impl Service {
     /// Records the step, then signals the attempt's process group. False when the attempt is over.
     async fn signal_step(&self, id: JobId, attempt: u32, signal: i32, step: StopStep) -> bool {
         // The supervisor writes the process group id right after the spawn; a stop
-        // decided in that instant waits for it.
-        for _ in 0..250 {
+        // decided in that instant waits for it, as long as the attempt runs.
+        let mut pause = Duration::from_millis(20);
+        loop {
             {
                 let mut inner = self.lock();
                 let Some(run) = inner.running.get_mut(&id).filter(|r| r.attempt == attempt) else {
@@ -117,9 +146,9 @@ impl Service {
             if self.executor.signal(id, attempt, signal).unwrap_or(false) {
                 return true;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
         }
-        self.is_running(id, attempt)
     }
 
     /// Arms the time limit (and its early signal) of a running attempt that has `remaining_ms` left.
@@ -154,9 +183,11 @@ impl Service {
             } else if remaining_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(remaining_ms as u64)).await;
             }
-            if this.is_running(id, attempt) {
-                this.stop(id, StopCause::TimeLimit { limit: limit_text });
-            }
+            this.stop_attempt(
+                id,
+                Some(attempt),
+                StopCause::TimeLimit { limit: limit_text },
+            );
         });
     }
 }
