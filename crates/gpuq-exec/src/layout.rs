@@ -32,11 +32,8 @@ impl JobDir {
     pub fn pgid_file(&self, attempt: u32) -> PathBuf {
         self.root.join(format!("attempt-{attempt}.pgid"))
     }
-    /// The job's environment, handed to the supervisor (private; removed once the job started).
-    pub fn env_file(&self, attempt: u32) -> PathBuf {
-        self.root.join(format!("attempt-{attempt}.env"))
-    }
-    /// Locked by the attempt's supervisor for its whole life (see `LocalExecutor::prepare`).
+    /// Locked by the attempt's supervisor for its whole life, and the carrier of the
+    /// job's environment to it (see `LocalExecutor::prepare`).
     pub fn lock_file(&self, attempt: u32) -> PathBuf {
         self.root.join(format!("attempt-{attempt}.lock"))
     }

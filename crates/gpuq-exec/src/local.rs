@@ -117,29 +117,26 @@ impl LocalExecutor {
         let log_path = dir.log(req.attempt);
         let log = open_private(&log_path, true).map_err(io_err(&log_path))?;
         let log_err = log.try_clone().map_err(io_err(&log_path))?;
-        // The job's environment goes to the supervisor in a private file, not in the
-        // supervisor's own environment: the supervisor may run as root, and a user's
-        // LD_PRELOAD or LD_LIBRARY_PATH must never reach a root process.
-        let env_path = dir.env_file(req.attempt);
-        let env_json = serde_json::to_vec(&self.job_env(req)).expect("environment serializes");
-        {
-            use std::io::Write;
-            let mut f = open_private(&env_path, false).map_err(io_err(&env_path))?;
-            f.set_len(0)
-                .and_then(|_| f.write_all(&env_json))
-                .map_err(io_err(&env_path))?;
-        }
-
         // The supervisor's stdin is a file locked before the spawn: the lock lives as
         // long as the supervisor holds the descriptor, so after a daemon crash a free
         // lock means "no supervisor", with no window in which it is not yet taken.
+        // The same private file carries the job's environment to the supervisor (which
+        // reads it, then empties the file): the supervisor may run as root, and a
+        // user's LD_PRELOAD or LD_LIBRARY_PATH must never be in a root process's
+        // own environment.
         let lock_path = dir.lock_file(req.attempt);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_err(&lock_path))?;
+        let mut lock = {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&lock_path)
+                .map_err(io_err(&lock_path))?
+        };
         // SAFETY: flock on a descriptor we own.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(ExecError::JobDir {
@@ -149,6 +146,13 @@ impl LocalExecutor {
                     "a supervisor for this attempt is running",
                 ),
             });
+        }
+        {
+            use std::io::Write;
+            let env_json = serde_json::to_vec(&self.job_env(req)).expect("environment serializes");
+            lock.set_len(0)
+                .and_then(|_| lock.write_all(&env_json))
+                .map_err(io_err(&lock_path))?;
         }
         let mut cmd = Command::new(&self.self_exe);
         cmd.arg("__supervise")
@@ -164,7 +168,7 @@ impl LocalExecutor {
                 .arg(account.gid.to_string());
             cmd.arg("--groups").arg(groups.join(","));
         }
-        cmd.arg("--env-file").arg(&env_path);
+        cmd.arg("--env-from-stdin");
         cmd.arg("--")
             .args(req.argv)
             .env_clear()

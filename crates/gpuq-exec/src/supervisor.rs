@@ -60,6 +60,30 @@ fn now_ms() -> i64 {
 
 /// Body of `gpuq __supervise`. Stdout and stderr are already the attempt's log;
 /// the environment and working directory are already the job's.
+/// Reads the job's environment from stdin (the attempt's lock file, written by the
+/// daemon), then empties the file: it may hold secrets.
+fn read_environment() -> Result<std::collections::BTreeMap<String, String>, String> {
+    use std::os::unix::fs::FileExt;
+    use std::os::unix::io::FromRawFd;
+    // SAFETY: fd 0 is the lock file the daemon handed over; ManuallyDrop keeps it
+    // open (closing it would release the lock).
+    let file = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = file
+            .read_at(&mut chunk, buf.len() as u64)
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let env = serde_json::from_slice(&buf).map_err(|e| e.to_string())?;
+    file.set_len(0).map_err(|e| e.to_string())?;
+    Ok(env)
+}
+
 /// Credentials the job takes before it starts (the supervisor itself stays root).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
@@ -72,7 +96,7 @@ pub fn supervise(
     dir: &JobDir,
     attempt: u32,
     argv: &[String],
-    env_file: Option<&std::path::Path>,
+    env_from_stdin: bool,
     credentials: Option<Credentials>,
 ) -> i32 {
     let Some((program, args)) = argv.split_first() else {
@@ -84,21 +108,16 @@ pub fn supervise(
     // job and everything it started at once. No pre_exec hook: the spawn can use
     // posix_spawn rather than fork, which keeps the start latency low.
     cmd.args(args).stdin(Stdio::null()).process_group(0);
-    if let Some(path) = env_file {
-        let env: std::collections::BTreeMap<String, String> = match std::fs::read(path)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        {
-            Ok(env) => env,
+    if env_from_stdin {
+        match read_environment() {
+            Ok(env) => {
+                cmd.env_clear().envs(env);
+            }
             Err(e) => {
-                eprintln!(
-                    "gpuq supervisor: cannot read the job's environment {}: {e}",
-                    path.display()
-                );
+                eprintln!("gpuq supervisor: cannot read the job's environment: {e}");
                 return 1;
             }
-        };
-        cmd.env_clear().envs(env);
+        }
     }
     if let Some(c) = credentials {
         let groups: Vec<libc::gid_t> = c.groups.clone();
@@ -127,10 +146,6 @@ pub fn supervise(
             }
         }
         Ok(mut child) => {
-            if let Some(path) = env_file {
-                // It may hold secrets; the job has its copy now.
-                let _ = std::fs::remove_file(path);
-            }
             // The job is its own process group leader: pgid == pid.
             if let Err(e) =
                 write_atomically(&dir.pgid_file(attempt), child.id().to_string().as_bytes())

@@ -22,14 +22,18 @@ fn main() {
 fn supervise_main(args: &[String]) -> i32 {
     let mut job_dir = None;
     let mut attempt = None;
-    let mut env_file = None;
+    let mut env_from_stdin = false;
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut rest = args;
     while let Some((flag, tail)) = rest.split_first() {
         match flag.as_str() {
             "--job-dir" => job_dir = tail.first().cloned(),
             "--attempt" => attempt = tail.first().and_then(|a| a.parse::<u32>().ok()),
-            "--env-file" => env_file = tail.first().map(std::path::PathBuf::from),
+            "--env-from-stdin" => {
+                env_from_stdin = true;
+                rest = tail;
+                continue;
+            }
             "--uid" => uid = tail.first().and_then(|a| a.parse::<u32>().ok()),
             "--gid" => gid = tail.first().and_then(|a| a.parse::<u32>().ok()),
             "--groups" => {
@@ -54,5 +58,5 @@ fn supervise_main(args: &[String]) -> i32 {
     let credentials = uid
         .zip(gid)
         .map(|(uid, gid)| gpuq_exec::Credentials { uid, gid, groups });
-    gpuq_exec::supervise(&dir, attempt, rest, env_file.as_deref(), credentials)
+    gpuq_exec::supervise(&dir, attempt, rest, env_from_stdin, credentials)
 }
