@@ -192,8 +192,9 @@ def submit_latencies(d, samples):
 def queued(args):
     """Submit latency with an empty queue vs a deep one (all waiting behind one GPU)."""
     d = Daemon(gpus="sim:1")
+    blocker = None
     try:
-        d.submit(["sleep", "100000"], gpus=1)
+        blocker = d.submit(["sleep", "100000"], gpus=1)
         time.sleep(0.2)
         empty = submit_latencies(d, args.samples)
         for _ in range(args.queued - args.samples):
@@ -207,6 +208,8 @@ def queued(args):
         print(f"| {args.queued:,} queued | {pct(deep, 50):.3f} | {pct(deep, 99):.3f} | {statistics.mean(deep):.3f} |")
         print(f"\nratio deep/empty: p50 {pct(deep, 50) / pct(empty, 50):.2f}x, mean {statistics.mean(deep) / statistics.mean(empty):.2f}x")
     finally:
+        if blocker is not None:
+            d.call("POST", f"/v1/jobs/{blocker}/cancel")  # jobs outlive the daemon by design
         d.close()
 
 
