@@ -286,24 +286,20 @@ impl Store {
 
     /// Marks the jobs running, one new attempt each, in one transaction; returns the attempt numbers.
     pub fn start(&mut self, starts: &[StartRecord], now: Millis) -> Result<Vec<u32>> {
+        self.write(|tx| start_in(tx, starts, now))
+    }
+
+    /// One scheduling pass's decisions, all or nothing: queued jobs that end
+    /// without running, and starts (their attempt numbers are returned).
+    pub fn apply_pass(
+        &mut self,
+        ends: &[(JobId, JobState, String)],
+        starts: &[StartRecord],
+        now: Millis,
+    ) -> Result<Vec<u32>> {
         self.write(|tx| {
-            let mut attempts = Vec::with_capacity(starts.len());
-            for s in starts {
-                let gpus = serde_json::to_string(&s.gpus).expect("gpus serialize");
-                let attempt: u32 = tx.query_row(
-                    "UPDATE jobs SET state = 'running', attempt = attempt + 1, gpus = ?2, node = ?3, started_at = ?4, \
-                     exit_code = NULL, signal = NULL, reason = NULL WHERE id = ?1 AND state = 'queued' RETURNING attempt",
-                    params![s.job, gpus, s.node, now],
-                    |r| r.get(0),
-                )?;
-                tx.execute(
-                    "INSERT INTO attempts (job_id, attempt, node, gpus, started_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![s.job, attempt, s.node, gpus, now],
-                )?;
-                insert_event(tx, now, s.job, "started", &format!("attempt {attempt} on {} gpus {gpus}", s.node))?;
-                attempts.push(attempt);
-            }
-            Ok(attempts)
+            end_queued_in(tx, ends, now)?;
+            start_in(tx, starts, now)
         })
     }
 
@@ -503,16 +499,7 @@ impl Store {
 
     /// Ends queued jobs without running them (dependency failed, too large, cancelled).
     pub fn end_queued(&mut self, ends: &[(JobId, JobState, String)], now: Millis) -> Result<()> {
-        self.write(|tx| {
-            for (id, state, reason) in ends {
-                tx.execute(
-                    "UPDATE jobs SET state = ?2, reason = ?3, ended_at = ?4 WHERE id = ?1 AND state = 'queued'",
-                    params![id, state.as_str(), reason, now],
-                )?;
-                insert_event(tx, now, *id, state.as_str(), reason)?;
-            }
-            Ok(())
-        })
+        self.write(|tx| end_queued_in(tx, ends, now))
     }
 
     pub fn record_event(
@@ -562,6 +549,51 @@ impl Store {
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+}
+
+fn start_in(
+    tx: &Transaction<'_>,
+    starts: &[StartRecord],
+    now: Millis,
+) -> rusqlite::Result<Vec<u32>> {
+    let mut attempts = Vec::with_capacity(starts.len());
+    for s in starts {
+        let gpus = serde_json::to_string(&s.gpus).expect("gpus serialize");
+        let attempt: u32 = tx.query_row(
+                    "UPDATE jobs SET state = 'running', attempt = attempt + 1, gpus = ?2, node = ?3, started_at = ?4, \
+                     exit_code = NULL, signal = NULL, reason = NULL WHERE id = ?1 AND state = 'queued' RETURNING attempt",
+                    params![s.job, gpus, s.node, now],
+                    |r| r.get(0),
+                )?;
+        tx.execute(
+                    "INSERT INTO attempts (job_id, attempt, node, gpus, started_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![s.job, attempt, s.node, gpus, now],
+                )?;
+        insert_event(
+            tx,
+            now,
+            s.job,
+            "started",
+            &format!("attempt {attempt} on {} gpus {gpus}", s.node),
+        )?;
+        attempts.push(attempt);
+    }
+    Ok(attempts)
+}
+
+fn end_queued_in(
+    tx: &Transaction<'_>,
+    ends: &[(JobId, JobState, String)],
+    now: Millis,
+) -> rusqlite::Result<()> {
+    for (id, state, reason) in ends {
+        tx.execute(
+            "UPDATE jobs SET state = ?2, reason = ?3, ended_at = ?4 WHERE id = ?1 AND state = 'queued'",
+            params![id, state.as_str(), reason, now],
+        )?;
+        insert_event(tx, now, *id, state.as_str(), reason)?;
+    }
+    Ok(())
 }
 
 fn insert_event(

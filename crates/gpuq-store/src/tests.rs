@@ -216,3 +216,35 @@ fn hold_stop_meta_and_requeue_are_recorded() {
     assert_eq!(store.meta("drained").unwrap().as_deref(), Some("0"));
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
+
+#[test]
+fn a_pass_is_committed_whole_or_not_at_all() {
+    let mut store = Store::open_in_memory().unwrap();
+    store.submit(&new_job(&["a"]), 0).unwrap();
+    store.submit(&new_job(&["b"]), 0).unwrap();
+    store
+        .start(
+            &[StartRecord {
+                job: 2,
+                node: "n".into(),
+                gpus: vec![],
+            }],
+            1,
+        )
+        .unwrap();
+    // Job 2 is already running: starting it again must fail, and take the failure of job 1 with it.
+    let fails = [(1, JobState::Failed, "dependency job 9 failed".to_string())];
+    let again = [StartRecord {
+        job: 2,
+        node: "n".into(),
+        gpus: vec![],
+    }];
+    assert!(store.apply_pass(&fails, &again, 2).is_err());
+    assert_eq!(
+        store.job(1).unwrap().unwrap().state,
+        JobState::Queued,
+        "nothing of the pass was written"
+    );
+    assert_eq!(store.apply_pass(&fails, &[], 3).unwrap(), Vec::<u32>::new());
+    assert_eq!(store.job(1).unwrap().unwrap().state, JobState::Failed);
+}

@@ -106,14 +106,11 @@ impl Service {
                     Decision::Preempt { job, for_job } => preemptions.push((job, for_job)),
                 }
             }
-            if let Err(e) = inner.store.end_queued(&fails, now) {
-                tracing::error!("cannot record failed jobs: {e}");
-                return false;
-            }
-            let attempts = match inner.store.start(&starts, now) {
+            // All of the pass's decisions in one transaction: memory follows only a commit.
+            let attempts = match inner.store.apply_pass(&fails, &starts, now) {
                 Ok(a) => a,
                 Err(e) => {
-                    tracing::error!("cannot record job starts: {e}");
+                    tracing::error!("cannot record the scheduler's decisions: {e}");
                     return false;
                 }
             };
