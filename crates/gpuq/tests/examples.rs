@@ -2,14 +2,6 @@
 
 mod common;
 use common::*;
-use std::path::PathBuf;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 #[test]
 fn pure_python_trainer_crashes_then_resumes_from_its_checkpoint() {
@@ -37,17 +29,10 @@ fn pure_python_trainer_crashes_then_resumes_from_its_checkpoint() {
             "--fail-on-attempt",
             "1",
         ])
-        .current_dir(repo())
+        .current_dir(repo_root())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    let text = stdout(&out);
+    let text = succeeded(&out);
     assert!(text.contains("resumed from step 10 (attempt 2)"), "{text}");
     assert!(text.contains("done step=30"), "{text}");
     let metrics = std::fs::read_to_string(d.job_dir(1).join("metrics.jsonl")).unwrap();
@@ -66,7 +51,7 @@ fn pure_python_trainer_crashes_then_resumes_from_its_checkpoint() {
 #[test]
 fn the_example_job_spec_is_valid() {
     let d = Daemon::start("sim:1");
-    let spec = repo().join("examples/pytorch/job.yaml");
+    let spec = repo_root().join("examples/pytorch/job.yaml");
     let id = d.submit(&[spec.to_str().unwrap()]);
     let job = d.show(id);
     assert_eq!(

@@ -3,7 +3,6 @@
 
 mod common;
 use common::*;
-use std::time::Duration;
 
 fn explain(d: &Daemon, id: u64) -> String {
     let out = d.ok(&["explain", &id.to_string()]);
@@ -22,7 +21,7 @@ fn every_waiting_job_has_an_honest_explanation() {
         .to_string();
     let a = d.submit(&["--gpus", "2", "--time-limit", "1h", "--", "sleep", "30"]);
     let b = d.submit(&["--gpus", "2", "--", "sleep", "30"]);
-    assert!(eventually(Duration::from_secs(10), || d.show(b)["state"] == "running"));
+    d.wait_running(b);
     let big = d.submit(&["--gpus", "2", "--", "true"]);
     let dep = d.submit(&["--after", &big.to_string(), "--", "true"]);
     let held = d.submit(&["--gpus", "1", "--", "true"]);
@@ -69,7 +68,7 @@ fn every_waiting_job_has_an_honest_explanation() {
 fn a_job_that_would_delay_the_reserved_one_says_so() {
     let d = Daemon::start("sim:2");
     let a = d.submit(&["--gpus", "1", "--time-limit", "10m", "--", "sleep", "30"]);
-    assert!(eventually(Duration::from_secs(10), || d.show(a)["state"] == "running"));
+    d.wait_running(a);
     let head = d.submit(&["--gpus", "2", "--", "true"]);
     let long = d.submit(&["--gpus", "1", "--", "true"]);
     let why = explain(&d, long);

@@ -411,7 +411,7 @@ fn spec_file_with_a_run_script() {
 fn a_running_job_survives_a_daemon_kill_and_its_end_is_recorded() {
     let mut d = Daemon::start("sim:2");
     let id = d.submit(&["--gpus", "1", "--", "sh", "-c", "sleep 1; exit 4"]);
-    assert!(eventually(Duration::from_secs(10), || d.show(id)["state"] == "running"));
+    d.wait_running(id);
     d.restart();
     assert_eq!(d.show(id)["state"], "running", "re-adopted, still running");
     let blocked = d.submit(&["--gpus", "2", "--", "true"]);

@@ -14,13 +14,6 @@ fn events(d: &Daemon, id: u64) -> Vec<String> {
         .collect()
 }
 
-fn wait_running(d: &Daemon, id: u64) {
-    assert!(
-        eventually(Duration::from_secs(10), || d.show(id)["state"] == "running"),
-        "job {id} never ran"
-    );
-}
-
 /// Seconds from the epoch, as the job prints it with `date +%s.%N`.
 fn stamps(log: &str, tag: &str) -> Vec<f64> {
     log.lines()
@@ -157,7 +150,7 @@ fn a_preemptible_job_yields_to_higher_priority_work_and_resumes() {
         "echo run $GPUQ_ATTEMPT; trap 'echo saving; exit 75' TERM; \
                      if [ $GPUQ_ATTEMPT -ge 2 ]; then exit 0; fi; while true; do sleep 0.05; done",
     ]);
-    wait_running(&d, low);
+    d.wait_running(low);
     // Low too: a normal-priority bystander would itself (rightly) preempt the low job.
     let bystander = d.submit(&["--gpus", "1", "--priority", "low", "--", "true"]);
     let high = d.submit(&["--gpus", "2", "--priority", "high", "--", "sleep", "0.3"]);
@@ -204,7 +197,7 @@ fn a_preemptible_job_yields_to_higher_priority_work_and_resumes() {
 fn non_preemptible_work_is_never_stopped_for_priority() {
     let d = Daemon::start("sim:1");
     let normal = d.submit(&["--gpus", "1", "--", "sleep", "0.5"]);
-    wait_running(&d, normal);
+    d.wait_running(normal);
     let high = d.submit(&["--gpus", "1", "--priority", "high", "--", "true"]);
     let n = d.wait(normal);
     assert_eq!(
@@ -297,7 +290,7 @@ fn hold_release_drain_and_undrain() {
 fn a_job_that_ends_while_the_daemon_is_down_gets_its_real_status() {
     let mut d = Daemon::start("none");
     let id = d.submit(&["--", "sh", "-c", "sleep 0.5; exit 6"]);
-    wait_running(&d, id);
+    d.wait_running(id);
     d.kill();
     std::thread::sleep(Duration::from_millis(1000));
     d.restart();
@@ -344,7 +337,7 @@ fn after_a_reboot_running_jobs_are_requeued_with_cause_node_restarted() {
         "-c",
         "[ $GPUQ_ATTEMPT -ge 2 ] && exit 0; sleep 60",
     ]);
-    wait_running(&d, id);
+    d.wait_running(id);
     let pgid_file = d.job_dir(id).join("attempt-1.pgid");
     assert!(eventually(Duration::from_secs(5), || pgid_file.exists()));
     d.kill();

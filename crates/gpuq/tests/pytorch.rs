@@ -6,14 +6,6 @@
 
 mod common;
 use common::*;
-use std::path::PathBuf;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 fn python() -> String {
     std::env::var("GPUQ_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
@@ -59,22 +51,15 @@ fn pytorch_trainer_resumes_after_a_crash_to_the_same_result() {
     ];
     crash.extend(base);
     crash.extend(["--fail-at-step", "30", "--fail-on-attempt", "1"]);
-    let out = d.cmd(&crash).current_dir(repo()).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    let resumed = stdout(&out);
+    let out = d.cmd(&crash).current_dir(repo_root()).output().unwrap();
+    let resumed = succeeded(&out);
     assert!(resumed.contains("resumed from step 20"), "{resumed}");
     assert!(d.job_dir(1).join("checkpoints/ckpt.pt").is_file());
     assert_eq!(d.show(1)["attempt"], 2);
 
     let mut straight = vec!["run", "--gpus", "1", "--", py.as_str()];
     straight.extend(base);
-    let out = d.cmd(&straight).current_dir(repo()).output().unwrap();
+    let out = d.cmd(&straight).current_dir(repo_root()).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         final_loss(&resumed),
@@ -113,7 +98,7 @@ fn pytorch_trainer_requeued_mid_run_continues_from_its_checkpoint() {
     ];
     let mut submit = vec!["submit", "--gpus", "1", "--grace", "30s", "--", py.as_str()];
     submit.extend(args);
-    let out = d.cmd(&submit).current_dir(repo()).output().unwrap();
+    let out = d.cmd(&submit).current_dir(repo_root()).output().unwrap();
     let id: u64 = stdout(&out)
         .trim()
         .parse()
@@ -173,7 +158,7 @@ fn pytorch_trainer_requeued_mid_run_continues_from_its_checkpoint() {
 
     let mut straight = vec!["run", "--gpus", "1", "--", py.as_str()];
     straight.extend(args);
-    let out = d.cmd(&straight).current_dir(repo()).output().unwrap();
+    let out = d.cmd(&straight).current_dir(repo_root()).output().unwrap();
     assert_eq!(
         final_loss(&second),
         final_loss(&stdout(&out)),

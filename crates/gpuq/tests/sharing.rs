@@ -48,7 +48,7 @@ fn quotas_cap_gpus_at_once_and_queued_jobs() {
     let a1 = d.submit_as("alice", 2, &["sleep", "1"]);
     let a2 = d.submit_as("alice", 1, &["true"]);
     let b1 = d.submit_as("bob", 2, &["sleep", "1"]);
-    assert!(eventually(Duration::from_secs(10), || d.show(b1)["state"] == "running"));
+    d.wait_running(b1);
     assert_eq!(
         d.show(a2)["state"],
         "queued",

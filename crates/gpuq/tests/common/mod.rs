@@ -195,6 +195,14 @@ impl Daemon {
         self.show(id)
     }
 
+    /// Waits until the job runs (at most 10 s).
+    pub fn wait_running(&self, id: u64) {
+        let running = eventually(Duration::from_secs(10), || {
+            self.show(id)["state"] == "running"
+        });
+        assert!(running, "job {id} never ran");
+    }
+
     pub fn token(&self) -> String {
         std::fs::read_to_string(self.home.as_path().join("token")).unwrap()
     }
@@ -208,6 +216,20 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The repository's root (examples run from there).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Asserts a command succeeded (showing its output if not); returns its stdout.
+pub fn succeeded(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(out), stderr(out));
+    stdout(out)
 }
 
 pub fn stderr(out: &Output) -> String {
