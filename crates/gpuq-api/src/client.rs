@@ -294,4 +294,61 @@ impl Client {
     pub async fn gpus(&self) -> Result<Vec<GpuStatus>, ApiError> {
         self.json(self.http.get(self.url("/v1/gpus"))).await
     }
+
+    pub async fn gpu_history(&self, since: i64) -> Result<Vec<crate::GpuHistory>, ApiError> {
+        self.json(
+            self.http
+                .get(self.url(&format!("/v1/gpus/history?since={since}"))),
+        )
+        .await
+    }
+
+    pub async fn alerts(&self, limit: u32) -> Result<Vec<gpuq_core::alerts::Alert>, ApiError> {
+        self.json(
+            self.http
+                .get(self.url(&format!("/v1/alerts?limit={limit}"))),
+        )
+        .await
+    }
+
+    /// Follows `GET /v1/events` (server-sent events) and calls `on_item` for each
+    /// item until it returns false or the daemon closes the stream. `after`:
+    /// a cursor from an earlier item (`None`: from now on); `job`: one job's only.
+    pub async fn follow_events(
+        &self,
+        after: Option<&str>,
+        job: Option<JobId>,
+        mut on_item: impl FnMut(&str, crate::FeedItem) -> bool,
+    ) -> Result<(), ApiError> {
+        let mut query = Vec::new();
+        if let Some(a) = after {
+            query.push(("after", a.to_string()));
+        }
+        if let Some(j) = job {
+            query.push(("job", j.to_string()));
+        }
+        let mut resp = self
+            .send(self.http.get(self.url("/v1/events")).query(&query))
+            .await?;
+        let mut buf = String::new();
+        let mut id = String::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.unreachable(e))? {
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            // One SSE field per line; an event ends at a blank line.
+            while let Some(end) = buf.find('\n') {
+                let line: String = buf.drain(..=end).collect();
+                let line = line.trim_end_matches(['\n', '\r']);
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().to_string();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    let item: crate::FeedItem = serde_json::from_str(v.trim())
+                        .map_err(|e| ApiError::Protocol(format!("bad event: {e}")))?;
+                    if !on_item(&id, item) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }

@@ -7,6 +7,8 @@ pub mod openapi;
 
 pub use client::{ApiError, Client, LogChunk};
 
+use gpuq_core::alerts::Alert;
+use gpuq_core::telemetry::{GpuProcess, GpuReading, HistoryPoint, JobGpuUsage};
 use gpuq_core::{Attempt, Event, Job, JobId, JobSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,6 +51,9 @@ pub struct JobDetail {
     pub job: Job,
     pub attempts: Vec<Attempt>,
     pub events: Vec<Event>,
+    /// GPU figures over every attempt (the running one so far), when telemetry saw the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_usage: Option<JobGpuUsage>,
 }
 
 /// `GET /v1/gpus`: one GPU and who holds it.
@@ -62,6 +67,28 @@ pub struct GpuStatus {
     pub job: Option<JobId>,
     pub user: Option<String>,
     pub job_name: Option<String>,
+    /// The latest telemetry reading (none before the first sample, or without telemetry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reading: Option<GpuReading>,
+    /// Processes on this GPU, with the job each belongs to (none for simulated GPUs).
+    #[serde(default)]
+    pub processes: Vec<GpuProcess>,
+}
+
+/// `GET /v1/gpus/history`: each GPU's readings over time, oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct GpuHistory {
+    pub index: u32,
+    pub points: Vec<HistoryPoint>,
+}
+
+/// One item of `GET /v1/events` (server-sent events; the SSE `event:` field is
+/// `job` or `alert`, its `id:` resumes the stream via `Last-Event-ID`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FeedItem {
+    Job(Event),
+    Alert(Alert),
 }
 
 /// `GET /v1/info`

@@ -3,8 +3,8 @@
 //! keeps `docs/openapi.json` equal to it.
 
 use crate::{
-    ErrorBody, Explanation, GpuStatus, JobDetail, QueueStatus, ServerInfo, SubmitRequest,
-    TokenCreated, TokenInfo, TokenRequest, Usage, WhoAmI,
+    ErrorBody, Explanation, FeedItem, GpuHistory, GpuStatus, JobDetail, QueueStatus, ServerInfo,
+    SubmitRequest, TokenCreated, TokenInfo, TokenRequest, Usage, WhoAmI,
 };
 use gpuq_core::{Job, JobSpec};
 use schemars::gen::{SchemaGenerator, SchemaSettings};
@@ -26,6 +26,9 @@ fn schemas() -> Value {
     gen.subschema_for::<TokenCreated>();
     gen.subschema_for::<TokenInfo>();
     gen.subschema_for::<WhoAmI>();
+    gen.subschema_for::<GpuHistory>();
+    gen.subschema_for::<FeedItem>();
+    gen.subschema_for::<gpuq_core::alerts::Alert>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -57,11 +60,39 @@ fn id_param() -> Value {
     json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "integer", "format": "uint64" } })
 }
 
+/// Telemetry, alerts, the event stream and the Prometheus endpoint.
+fn telemetry_paths() -> Value {
+    json!({
+            "/v1/gpus/history": { "get": {
+                "summary": "Each GPU's telemetry over time: recent readings at full rate, older ones as one-minute summaries (24 h kept)",
+                "parameters": [ { "name": "since", "in": "query", "schema": { "type": "integer", "format": "int64" }, "description": "Epoch ms; default everything kept" } ],
+                "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("GpuHistory") }), "Per GPU, oldest point first"))
+            }},
+            "/v1/alerts": { "get": {
+                "summary": "The latest alerts, oldest first",
+                "parameters": [ { "name": "limit", "in": "query", "schema": { "type": "integer" }, "description": "Default 100, at most 10000" } ],
+                "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("Alert") }), "Alerts"))
+            }},
+            "/v1/events": { "get": {
+                "summary": "Server-sent events: every job event and alert as it is committed. SSE `event:` is `job` or `alert`, `data:` a FeedItem, `id:` a cursor to resume from (Last-Event-ID header or `after`)",
+                "parameters": [
+                    { "name": "after", "in": "query", "schema": { "type": "string" }, "description": "Cursor from an earlier event's id; 0.0 replays everything; default: from now on" },
+                    { "name": "job", "in": "query", "schema": { "type": "integer", "format": "uint64" }, "description": "Only this job's events and alerts" }
+                ],
+                "responses": with_errors("200", { let mut r = json_body(schema_ref("FeedItem"), "A stream of FeedItem objects"); r["content"] = json!({ "text/event-stream": { "schema": schema_ref("FeedItem") } }); r })
+            }},
+            "/metrics": { "get": {
+                "summary": "Prometheus text format: dcgm-exporter's GPU series (DCGM_FI_DEV_*, labels gpu, UUID, device, modelName, Hostname, hpc_job) and gpuq_* scheduler series",
+                "responses": with_errors("200", json!({ "description": "Metrics", "content": { "text/plain": { "schema": { "type": "string" } } } }))
+            }}
+    })
+}
+
 /// The whole document.
 pub fn document() -> Value {
     let job = schema_ref("Job");
     let jobs = json!({ "type": "array", "items": schema_ref("Job") });
-    json!({
+    let mut doc = json!({
         "openapi": "3.0.3",
         "info": {
             "title": "gpuq API",
@@ -222,11 +253,16 @@ pub fn document() -> Value {
                 }))
             }},
             "/v1/gpus": { "get": {
-                "summary": "GPUs and the jobs holding them",
+                "summary": "GPUs, their latest telemetry reading and processes, and the jobs holding them",
                 "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("GpuStatus") }), "GPUs"))
             }}
+
         }
-    })
+    });
+    if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), telemetry_paths()) {
+        paths.extend(more);
+    }
+    doc
 }
 
 /// JSON Schema of the job spec file (`gpuq submit job.yaml`).

@@ -44,7 +44,7 @@ pub struct Job {
 }
 
 /// One run of a job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Attempt {
     pub job_id: JobId,
     pub attempt: u32,
@@ -55,6 +55,9 @@ pub struct Attempt {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub reason: Option<String>,
+    /// GPU figures of the attempt (after it ended, when telemetry saw it run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_usage: Option<crate::telemetry::JobGpuUsage>,
 }
 
 /// One row of a job's history.

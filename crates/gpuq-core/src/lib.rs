@@ -1,10 +1,12 @@
-//! The pure domain of gpuq: job specs, job states and the scheduler.
+//! The pure domain of gpuq: job specs, job states, the scheduler, and the
+//! telemetry figures and detectors.
 //!
 //! Nothing in this crate does IO, spawns a process or reads the clock: every
 //! function that needs the time takes `now` as an argument. The daemon and the
 //! simulator call the very same functions, so a figure from the simulator is a
 //! figure of the shipped scheduler.
 
+pub mod alerts;
 pub mod duration;
 pub mod job;
 pub mod memsize;
@@ -12,6 +14,7 @@ pub mod scheduler;
 pub mod signal;
 pub mod spec;
 pub mod state;
+pub mod telemetry;
 
 pub use duration::DurationSpec;
 pub use job::{Attempt, Event, Job};

@@ -4,6 +4,22 @@
 use serde::Serialize;
 use std::str::FromStr;
 
+pub mod telemetry;
+pub use telemetry::{Sample, SimLoad, Telemetry};
+
+/// Names the NVML library to load instead of `libnvidia-ml.so.1` from the
+/// loader's search path (a driver in an unusual place, or a test stand-in).
+pub const NVML_LIBRARY_ENV: &str = "GPUQ_NVML_LIBRARY";
+
+/// Loads and initialises NVML. No library, or no driver behind it, is an error
+/// the callers turn into "no GPUs".
+pub(crate) fn init_nvml() -> Result<nvml_wrapper::Nvml, nvml_wrapper::error::NvmlError> {
+    match std::env::var_os(NVML_LIBRARY_ENV) {
+        Some(path) if !path.is_empty() => nvml_wrapper::Nvml::builder().lib_path(&path).init(),
+        _ => nvml_wrapper::Nvml::init(),
+    }
+}
+
 /// One GPU as the scheduler and `gpuq gpus` see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GpuInfo {
@@ -125,11 +141,10 @@ fn simulated(groups: &[(u32, String, u64)]) -> Vec<GpuInfo> {
 mod nvml {
     use super::GpuInfo;
     use nvml_wrapper::enum_wrappers::device::TopologyLevel;
-    use nvml_wrapper::Nvml;
 
     /// Initialises NVML (dlopen of libnvidia-ml.so.1) and lists the devices with their topology.
     pub fn discover() -> Result<(Vec<GpuInfo>, Vec<Vec<u8>>), String> {
-        let nvml = Nvml::init().map_err(|e| e.to_string())?;
+        let nvml = crate::init_nvml().map_err(|e| e.to_string())?;
         let count = nvml.device_count().map_err(|e| e.to_string())?;
         let mut gpus = Vec::with_capacity(count as usize);
         for i in 0..count {

@@ -4,6 +4,7 @@
 //! written in one transaction per state change: a change is durable, with its
 //! event row, before the daemon carries out its side effect.
 
+mod feed;
 mod schema;
 
 use gpuq_core::{Attempt, Event, Job, JobId, JobSpec, JobState, Millis, Priority};
@@ -85,6 +86,8 @@ pub struct AttemptEnd {
     pub eligible_at: Option<Millis>,
     /// Event kind recorded for the transition ("succeeded", "retry", "preempted", …).
     pub event: String,
+    /// The attempt's GPU figures, when telemetry saw it run.
+    pub gpu_usage: Option<gpuq_core::telemetry::JobGpuUsage>,
 }
 
 /// An API token as listed (the secret itself is never stored).
@@ -306,8 +309,17 @@ impl Store {
     pub fn finish_attempt(&mut self, end: &AttemptEnd, now: Millis) -> Result<()> {
         self.write(|tx| {
             tx.execute(
-                "UPDATE attempts SET ended_at = ?3, exit_code = ?4, signal = ?5, reason = ?6 WHERE job_id = ?1 AND attempt = ?2",
-                params![end.job, end.attempt, now, end.exit_code, end.signal, end.reason],
+                "UPDATE attempts SET ended_at = ?3, exit_code = ?4, signal = ?5, reason = ?6, gpu_usage = ?7 \
+                 WHERE job_id = ?1 AND attempt = ?2",
+                params![
+                    end.job,
+                    end.attempt,
+                    now,
+                    end.exit_code,
+                    end.signal,
+                    end.reason,
+                    end.gpu_usage.as_ref().and_then(|u| serde_json::to_string(u).ok())
+                ],
             )?;
             let ended_at = end.next_state.is_terminal().then_some(now);
             tx.execute(
@@ -514,7 +526,7 @@ impl Store {
 
     pub fn attempts(&self, job: JobId) -> Result<Vec<Attempt>> {
         let mut stmt = self.conn.prepare(
-            "SELECT job_id, attempt, node, gpus, started_at, ended_at, exit_code, signal, reason FROM attempts \
+            "SELECT job_id, attempt, node, gpus, started_at, ended_at, exit_code, signal, reason, gpu_usage FROM attempts \
              WHERE job_id = ?1 ORDER BY attempt",
         )?;
         let rows = stmt.query_map([job], |r| {
@@ -529,6 +541,9 @@ impl Store {
                 exit_code: r.get(6)?,
                 signal: r.get(7)?,
                 reason: r.get(8)?,
+                gpu_usage: r
+                    .get::<_, Option<String>>(9)?
+                    .and_then(|u| serde_json::from_str(&u).ok()),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

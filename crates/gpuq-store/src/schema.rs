@@ -69,6 +69,18 @@ CREATE TABLE tokens (
     revoked_at INTEGER
 );
 "#,
+    r#"
+ALTER TABLE attempts ADD COLUMN gpu_usage TEXT;
+CREATE TABLE alerts (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    at      INTEGER NOT NULL,
+    kind    TEXT NOT NULL,
+    job_id  INTEGER,
+    user    TEXT,
+    gpu     INTEGER,
+    message TEXT NOT NULL
+);
+"#,
 ];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is

@@ -50,6 +50,7 @@ fn a_job_goes_through_its_life_with_events() {
         failures: 0,
         eligible_at: None,
         event: "succeeded".into(),
+        gpu_usage: None,
     };
     store.finish_attempt(&end, 3000).unwrap();
     let done = store.job(1).unwrap().unwrap();
@@ -114,6 +115,7 @@ fn retry_requeues_and_the_next_attempt_counts_up() {
         failures: 1,
         eligible_at: Some(10),
         event: "retry".into(),
+        gpu_usage: None,
     };
     store.finish_attempt(&end, 2).unwrap();
     assert_eq!(store.job(1).unwrap().unwrap().state, JobState::Queued);

@@ -18,6 +18,21 @@
 //! [projects.vision]
 //! max_gpus = 6
 //! max_queued = 500
+//!
+//! [telemetry]
+//! interval = "5s"               # how often every GPU is read
+//!
+//! [alerts]
+//! idle_after = "10m"            # a job whose GPUs stay at or under idle_util_percent this long
+//! idle_util_percent = 1
+//! memory_percent = 95           # GPU memory in use
+//! temperature_c = 85
+//! cooldown = "30m"              # the same alert is not repeated within this time
+//!
+//! [[alerts.webhooks]]
+//! url = "https://open.feishu.cn/open-apis/bot/v2/hook/…"
+//! format = "feishu"             # json (the alert as is), slack, feishu or dingtalk
+//! secret = "…"                  # optional: signs Feishu and DingTalk requests
 //! ```
 
 use gpuq_core::DurationSpec;
@@ -41,6 +56,101 @@ pub struct Config {
     pub users: BTreeMap<String, UserConfig>,
     #[serde(default)]
     pub projects: BTreeMap<String, ProjectConfig>,
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+    #[serde(default)]
+    pub alerts: AlertsConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    #[serde(default = "default_interval")]
+    pub interval: DurationSpec,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            interval: default_interval(),
+        }
+    }
+}
+
+fn default_interval() -> DurationSpec {
+    DurationSpec::from_secs(5)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsConfig {
+    #[serde(default = "default_idle_after")]
+    pub idle_after: DurationSpec,
+    #[serde(default = "default_idle_util")]
+    pub idle_util_percent: f64,
+    #[serde(default = "default_memory_percent")]
+    pub memory_percent: f64,
+    #[serde(default = "default_temperature")]
+    pub temperature_c: u32,
+    #[serde(default = "default_cooldown")]
+    pub cooldown: DurationSpec,
+    #[serde(default)]
+    pub webhooks: Vec<WebhookConfig>,
+}
+
+impl Default for AlertsConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every alerts field has a default")
+    }
+}
+
+fn default_idle_after() -> DurationSpec {
+    DurationSpec::from_secs(600)
+}
+fn default_idle_util() -> f64 {
+    1.0
+}
+fn default_memory_percent() -> f64 {
+    95.0
+}
+fn default_temperature() -> u32 {
+    85
+}
+fn default_cooldown() -> DurationSpec {
+    DurationSpec::from_secs(1800)
+}
+
+impl AlertsConfig {
+    pub fn thresholds(&self) -> gpuq_core::alerts::Thresholds {
+        gpuq_core::alerts::Thresholds {
+            idle_after_ms: self.idle_after.as_millis() as i64,
+            idle_util_percent: self.idle_util_percent,
+            memory_percent: self.memory_percent,
+            temperature_c: self.temperature_c,
+            cooldown_ms: self.cooldown.as_millis() as i64,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub url: String,
+    #[serde(default)]
+    pub format: WebhookFormat,
+    /// Feishu's and DingTalk's "signature" security setting.
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookFormat {
+    /// The alert object as the API returns it.
+    #[default]
+    Json,
+    Slack,
+    Feishu,
+    Dingtalk,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -109,6 +219,31 @@ impl Config {
     pub fn parse(text: &str) -> Result<Self, String> {
         let config: Config =
             toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+        if config.telemetry.interval.as_millis() < 100 {
+            return Err(format!(
+                "telemetry.interval: {} is too short; use 100ms or more (the default is 5s)",
+                config.telemetry.interval
+            ));
+        }
+        let a = &config.alerts;
+        for (key, value) in [
+            ("idle_util_percent", a.idle_util_percent),
+            ("memory_percent", a.memory_percent),
+        ] {
+            if !(0.0..=100.0).contains(&value) {
+                return Err(format!(
+                    "alerts.{key}: {value} is not a percentage (0 to 100)"
+                ));
+            }
+        }
+        for (i, hook) in a.webhooks.iter().enumerate() {
+            if !(hook.url.starts_with("http://") || hook.url.starts_with("https://")) {
+                return Err(format!(
+                    "alerts.webhooks[{i}].url: {:?} is not an http:// or https:// URL",
+                    hook.url
+                ));
+            }
+        }
         for (name, user) in &config.users {
             if !(user.share.is_finite() && user.share > 0.0) {
                 return Err(format!(

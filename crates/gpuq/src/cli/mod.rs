@@ -1,10 +1,12 @@
 //! The command line. One file per command; each turns flags into API calls
 //! and prints the answer (human tables, or `--json`).
 
+mod alerts;
 mod cancel;
 mod completions;
 mod connect;
 mod drain;
+mod events;
 mod explain;
 mod gpus;
 mod hold;
@@ -16,6 +18,7 @@ mod run;
 mod show;
 mod submit;
 mod token;
+mod top;
 mod usage;
 mod wait;
 mod whoami;
@@ -70,8 +73,14 @@ enum Command {
     Wait(wait::WaitArgs),
     /// GPU-hours per user and project, and fair-share standing.
     Usage(usage::UsageArgs),
-    /// List GPUs and who holds them.
+    /// List GPUs: utilisation, memory, temperature, power, and who holds each.
     Gpus(gpus::GpusArgs),
+    /// Live view of GPUs and jobs (q quits, s sorts, u filters by user, Enter shows a log).
+    Top(top::TopArgs),
+    /// The latest alerts (idle GPUs, memory, temperature, XID, failures).
+    Alerts(alerts::AlertsArgs),
+    /// Follow job events and alerts as they happen.
+    Events(events::EventsArgs),
     /// Per-user API tokens for remote clients (admins only).
     #[command(subcommand)]
     Token(token::TokenCommand),
@@ -179,6 +188,9 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Drain(args) => drain::run(&client, true, args).await,
         Command::Undrain(args) => drain::run(&client, false, args).await,
         Command::Gpus(args) => gpus::run(&client, args).await,
+        Command::Top(args) => top::run(&client, args).await,
+        Command::Alerts(args) => alerts::run(&client, args).await,
+        Command::Events(args) => events::run(&client, args).await,
         Command::Usage(args) => usage::run(&client, args).await,
         Command::Token(command) => token::run(&client, command).await,
         Command::Whoami(args) => whoami::run(&client, args).await,

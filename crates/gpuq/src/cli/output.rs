@@ -92,6 +92,18 @@ pub fn print_json<T: serde::Serialize>(value: &T) {
     );
 }
 
+/// One compact JSON object per line (streams), flushed so pipes see it at once.
+pub fn print_json_line<T: serde::Serialize>(value: &T) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{}",
+        serde_json::to_string(value).expect("API types serialize")
+    );
+    let _ = out.flush();
+}
+
 /// Cuts text to `max` characters with an ellipsis.
 pub fn shorten(s: &str, max: usize) -> String {
     if s.chars().count() <= max {

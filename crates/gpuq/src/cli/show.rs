@@ -104,6 +104,9 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
         row("next try", format!("in {}", span(at - now)));
     }
     row("submitted", ago(j.submitted_at, now));
+    if let Some(u) = &detail.gpu_usage {
+        row("gpu usage", gpu_usage_line(u));
+    }
     if let Some(code) = j.exit_code {
         row("exit code", code.to_string());
     }
@@ -129,4 +132,29 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
         println!("  {:>10}  {:<17} {}", ago(e.at, now), e.kind, e.detail);
     }
     Ok(0)
+}
+
+/// "2.5 GPU-h, util 37% avg / 98% peak, peak memory 20480 MiB, energy 1.2 kWh"
+fn gpu_usage_line(u: &gpuq_core::telemetry::JobGpuUsage) -> String {
+    let mut parts = vec![if u.gpu_seconds >= 3600.0 {
+        format!("{:.2} GPU-h", u.gpu_seconds / 3600.0)
+    } else {
+        format!("{:.0} GPU-s", u.gpu_seconds)
+    }];
+    if let (Some(avg), Some(peak)) = (u.util_avg_percent, u.util_peak_percent) {
+        parts.push(format!("util {avg:.0}% avg / {peak:.0}% peak"));
+    }
+    if let Some(m) = u.memory_peak_mib {
+        parts.push(format!("peak memory {m} MiB"));
+    }
+    if let Some(e) = u.energy_j {
+        parts.push(if e >= 3.6e6 {
+            format!("energy {:.2} kWh", e / 3.6e6)
+        } else if e >= 3600.0 {
+            format!("energy {:.1} Wh", e / 3600.0)
+        } else {
+            format!("energy {e:.0} J")
+        });
+    }
+    parts.join(", ")
 }

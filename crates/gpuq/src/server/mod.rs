@@ -2,8 +2,12 @@
 //! previous daemon left running, then serves the API and runs the scheduler.
 
 mod auth;
+mod feed;
 pub mod identity;
+mod metrics;
+mod notify;
 mod routes;
+mod sampler;
 pub mod service;
 
 use crate::home::{self, DaemonFile};
@@ -56,6 +60,10 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/wait", get(routes::wait))
         .route("/v1/jobs/:id/log", get(routes::log))
         .route("/v1/gpus", get(routes::gpus))
+        .route("/v1/gpus/history", get(routes::gpu_history))
+        .route("/v1/alerts", get(routes::alerts))
+        .route("/v1/events", get(feed::events))
+        .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
@@ -161,6 +169,8 @@ async fn serve(opts: ServerOptions) -> Result<()> {
             .collect(),
         links: discovery.links.clone(),
     };
+    let alert_out = notify::spawn(opts.config.alerts.webhooks.clone(), node.clone());
+    let interval = opts.config.telemetry.interval.as_std();
     let service = Service::new(
         store,
         executor,
@@ -168,9 +178,16 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         discovery.gpus.clone(),
         opts.config,
         identity.clone(),
+        alert_out,
     )?;
     service.recover()?;
     tokio::spawn(service.clone().scheduler_loop());
+    sampler::spawn(
+        service.clone(),
+        opts.gpus.clone(),
+        discovery.gpus.clone(),
+        interval,
+    );
 
     let info = ServerInfo {
         version: env!("CARGO_PKG_VERSION").into(),
@@ -181,7 +198,9 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         home: home.display().to_string(),
         pid: std::process::id(),
     };
+    let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(AppContext {
+        stopping,
         service,
         token,
         info,
@@ -205,7 +224,11 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     );
 
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Ends the event streams, which would otherwise hold the shutdown open.
+            let _ = stopping_tx.send(true);
+        })
         .await?;
     let _ = std::fs::remove_file(home::daemon_file(&home));
     let _ = std::fs::remove_file(&socket);

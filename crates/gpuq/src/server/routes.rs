@@ -19,6 +19,8 @@ use std::time::Duration;
 pub type AppState = Arc<AppContext>;
 
 pub struct AppContext {
+    /// Becomes true when the daemon stops: long-lived streams end.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
     pub service: Arc<Service>,
     pub token: String,
     pub info: ServerInfo,
@@ -69,7 +71,7 @@ impl From<ServiceError> for ApiError {
     }
 }
 
-type ApiResult<T> = Result<T, ApiError>;
+pub type ApiResult<T> = Result<T, ApiError>;
 
 pub async fn health() -> &'static str {
     "ok"
@@ -171,10 +173,12 @@ pub async fn show(
     let (attempts, events) = ctx
         .service
         .with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;
+    let gpu_usage = ctx.service.job_gpu_usage(&job, &attempts);
     Ok(Json(JobDetail {
         job,
         attempts,
         events,
+        gpu_usage,
     }))
 }
 
@@ -472,4 +476,31 @@ fn log_response(data: Vec<u8>, next: u64, attempt: u32, complete: bool) -> Respo
 
 pub async fn gpus(State(ctx): State<AppState>) -> ApiResult<Json<Vec<gpuq_api::GpuStatus>>> {
     Ok(Json(ctx.service.gpu_status()?))
+}
+
+#[derive(Deserialize)]
+pub struct HistoryQuery {
+    /// Epoch ms; default: everything kept.
+    since: Option<i64>,
+}
+
+pub async fn gpu_history(
+    State(ctx): State<AppState>,
+    Query(q): Query<HistoryQuery>,
+) -> Json<Vec<gpuq_api::GpuHistory>> {
+    Json(ctx.service.gpu_history(q.since.unwrap_or(0)))
+}
+
+#[derive(Deserialize)]
+pub struct AlertsQuery {
+    limit: Option<u32>,
+}
+
+pub async fn alerts(
+    State(ctx): State<AppState>,
+    Query(q): Query<AlertsQuery>,
+) -> ApiResult<Json<Vec<gpuq_core::alerts::Alert>>> {
+    Ok(Json(
+        ctx.service.alerts(q.limit.unwrap_or(100).min(10_000))?,
+    ))
 }

@@ -6,6 +6,7 @@
 //! `Notify`: no polling loop decides when a job starts.
 
 mod explain;
+pub mod monitoring;
 mod outcome;
 mod recovery;
 mod scheduling;
@@ -94,6 +95,10 @@ pub struct Service {
     gpus: Vec<GpuInfo>,
     config: Config,
     identity: Arc<Identity>,
+    /// Telemetry and alert state; its own lock keeps sampling off the scheduler's.
+    monitor: Mutex<monitoring::Monitor>,
+    /// Where committed alerts go for delivery (log, webhooks).
+    alert_out: Option<tokio::sync::mpsc::UnboundedSender<gpuq_core::alerts::Alert>>,
 }
 
 impl Service {
@@ -104,6 +109,7 @@ impl Service {
         gpus: Vec<GpuInfo>,
         config: Config,
         identity: Arc<Identity>,
+        alert_out: Option<tokio::sync::mpsc::UnboundedSender<gpuq_core::alerts::Alert>>,
     ) -> Result<Arc<Self>, StoreError> {
         // `preempted` is transient: a daemon that died between its two commits requeues the job here.
         let preempted = gpuq_store::ListFilter {
@@ -151,7 +157,13 @@ impl Service {
         };
         Self::load_usage(&mut inner, now)?;
         inner.policy.standing = inner.ledger.standings(|u| config.share(u));
+        let monitor = monitoring::Monitor::new(
+            config.alerts.thresholds(),
+            gpuq_core::telemetry::Retention::default(),
+        );
         Ok(Arc::new(Self {
+            monitor: Mutex::new(monitor),
+            alert_out,
             identity,
             config,
             inner: Mutex::new(inner),
@@ -491,7 +503,24 @@ impl Service {
                 job: holder,
                 user: job.as_ref().map(|j| j.user.clone()),
                 job_name: job.and_then(|j| j.name),
+                reading: None,
+                processes: vec![],
             });
+        }
+        drop(inner);
+        let monitor = self.monitor();
+        for status in &mut out {
+            status.reading = monitor
+                .readings()
+                .iter()
+                .find(|r| r.index == status.index)
+                .cloned();
+            status.processes = monitor
+                .processes()
+                .iter()
+                .filter(|p| p.gpu == status.index)
+                .cloned()
+                .collect();
         }
         Ok(out)
     }
@@ -524,12 +553,14 @@ impl Service {
         } else {
             self.executor.log_tail(id, attempt, LOG_TAIL_BYTES)
         };
+        let failure;
         {
             let mut inner = self.lock();
             let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else {
                 return;
             };
             let stop = run.stop.clone();
+            let run_user = run.user.to_string();
             let (spec, failures) = match &run.spec {
                 Some(spec) => (Arc::clone(spec), run.failures),
                 None => match inner.store.job(id) {
@@ -545,6 +576,7 @@ impl Service {
                 log_tail: &log_tail,
                 now,
             });
+            let gpu_usage = Self::take_usage(&inner, &mut self.monitor(), id, now);
             let end = AttemptEnd {
                 job: id,
                 attempt,
@@ -555,6 +587,7 @@ impl Service {
                 failures: out.failures,
                 eligible_at: out.eligible_at,
                 event: out.event.to_string(),
+                gpu_usage,
             };
             if let Err(e) = inner.store.finish_attempt(&end, now) {
                 // Leave it running in memory: freeing GPUs the store still shows as held
@@ -566,6 +599,14 @@ impl Service {
                 self.account(&mut inner, &run.user, run.gpus.len(), run.started_at, now);
             }
             inner.states.insert(id, out.next_state);
+            failure = (out.oom || out.next_state == JobState::Failed).then(|| {
+                (
+                    run_user.clone(),
+                    out.oom,
+                    out.next_state == JobState::Failed,
+                    end.reason.clone(),
+                )
+            });
             if out.next_state == JobState::Preempted {
                 if let Err(e) = inner.store.requeue_preempted(id, now) {
                     tracing::error!("cannot requeue preempted job {id}: {e}");
@@ -578,6 +619,9 @@ impl Service {
                     inner.pending.insert(p.queue_key(), p);
                 }
             }
+        }
+        if let Some((user, oom, is_final, reason)) = failure {
+            self.alert_failure(id, &user, oom, is_final, &reason);
         }
         self.changed_and_reschedule();
     }

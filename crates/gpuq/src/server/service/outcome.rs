@@ -30,6 +30,8 @@ pub struct Outcome {
     pub eligible_at: Option<Millis>,
     /// Event kind for the history.
     pub event: &'static str,
+    /// The log shows the job ran out of GPU memory.
+    pub oom: bool,
 }
 
 /// Everything the classification looks at.
@@ -56,6 +58,7 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
         failures: e.failures,
         eligible_at: None,
         event,
+        oom: false,
     };
     if let Some(stop) = e.stop {
         let ended = describe_stop_end(stop, &how);
@@ -103,6 +106,7 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
             failures: e.failures + 1,
             eligible_at: None,
             event: "failed",
+            oom: true,
         };
     }
     let failures = e.failures + 1;
@@ -118,6 +122,7 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
             failures,
             eligible_at: Some(e.now + delay as i64),
             event: "retry",
+            oom: false,
         }
     } else {
         let tail = if e.spec.retries > 0 {
@@ -131,6 +136,7 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
             failures,
             eligible_at: None,
             event: "failed",
+            oom: false,
         }
     }
 }

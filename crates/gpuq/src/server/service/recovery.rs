@@ -199,6 +199,7 @@ impl Service {
             failures: job.failures,
             eligible_at: None,
             event: event.into(),
+            gpu_usage: None,
         };
         inner.store.finish_attempt(&end, now)?;
         inner.running.remove(&id);

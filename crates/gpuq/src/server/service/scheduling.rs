@@ -124,6 +124,9 @@ impl Service {
                     continue;
                 };
                 inner.states.insert(start.job, JobState::Running);
+                if attempt == 1 {
+                    self.monitor().observe_start(now - queued.submitted_at);
+                }
                 // The running entry goes in under the same lock as the commit: the next
                 // pass must see these GPUs as held.
                 let info = inner.store.launch_info(start.job);
