@@ -33,6 +33,44 @@ impl Daemon {
         Self::launch(Some(temp), home, gpus)
     }
 
+    /// A daemon with an optional `gpuq.toml` and extra environment from its first start.
+    pub fn start_configured(gpus: &str, toml: Option<&str>, env: &[(&str, &str)]) -> Self {
+        let temp = tempfile::tempdir().expect("temp home");
+        if let Some(toml) = toml {
+            std::fs::write(temp.path().join("gpuq.toml"), toml).unwrap();
+        }
+        let mut d = Daemon {
+            home: temp.path().to_path_buf(),
+            _temp: Some(temp),
+            url: String::new(),
+            child: None,
+            gpus: gpus.to_string(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        d.spawn();
+        d
+    }
+
+    /// SIGTERM: the daemon's orderly stop; returns once it exited (or 10 s passed).
+    pub fn stop(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return true;
+        };
+        // SAFETY: plain syscall on our own child's pid.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let exited = eventually(Duration::from_secs(10), || {
+            matches!(c.try_wait(), Ok(Some(_)))
+        });
+        if !exited {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        exited
+    }
+
     /// POSTs a raw submit request (JSON) with the daemon's token; returns the body.
     pub fn post_job(&self, body: &str) -> String {
         let out = Command::new("curl")
@@ -250,4 +288,29 @@ pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+/// The NVML stand-in library (crates/nvml-stand-in), built once per test run
+/// into its own target directory so it never waits on the outer build's lock.
+pub fn nvml_stand_in() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let target = repo_root().join("target").join("stand-in");
+            let status = Command::new(env!("CARGO"))
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "gpuq-nvml-stand-in",
+                    "--target-dir",
+                ])
+                .arg(&target)
+                .current_dir(repo_root())
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "the NVML stand-in did not build");
+            target.join("debug").join("libnvidia_ml.so")
+        })
+        .clone()
 }
