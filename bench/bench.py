@@ -4,6 +4,7 @@
   python3 bench/bench.py throughput [--jobs 2000] [--pueue PATH]
   python3 bench/bench.py latency    [--samples 300]
   python3 bench/bench.py queued     [--queued 50000] [--samples 500]
+  python3 bench/bench.py telemetry  [--seconds 60] [--gpus 8]
 
 Uses the release binary (cargo build --release). Standard library only.
 """
@@ -27,12 +28,15 @@ TRUE = shutil.which("true") or "/bin/true"
 class Daemon:
     """A gpuq daemon in a temporary home, with a keep-alive API connection."""
 
-    def __init__(self, gpus="none", slots=None):
+    def __init__(self, gpus="none", slots=None, config=None, env=None):
         self.home = tempfile.mkdtemp(prefix="gpuq-bench-")
+        if config:
+            with open(os.path.join(self.home, "gpuq.toml"), "w") as f:
+                f.write(config)
         args = [GPUQ, "server", "--listen", "127.0.0.1:0", "--gpus", gpus]
         if slots:
             args += ["--slots", str(slots)]
-        env = dict(os.environ, GPUQ_HOME=self.home, GPUQ_LOG="warn")
+        env = dict(os.environ, GPUQ_HOME=self.home, GPUQ_LOG="warn", **(env or {}))
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         path = os.path.join(self.home, "daemon.json")
         while not os.path.exists(path):
@@ -213,6 +217,64 @@ def queued(args):
         d.close()
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of a process, in seconds."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def telemetry(args):
+    """CPU cost of sampling N GPUs at 1 Hz: daemons with N busy GPUs each, run at
+    the same time; the baseline samples once an hour (telemetry effectively off)."""
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "gpuq-nvml-stand-in"], cwd=ROOT, check=True)
+    library = os.path.join(ROOT, "target", "release", "libnvidia_ml.so")
+    state = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    n = args.gpus
+    devices = [{"uuid": f"GPU-bench-{i}", "name": "NVIDIA H100 80GB HBM3", "memory_total": 85899345920,
+                "memory_used": 40 << 30, "gpu_util": 90, "temperature": 70, "power_mw": 500000,
+                "energy_mj": 10**9, "processes": []} for i in range(n)]
+    state.write(json.dumps({"devices": devices}))
+    state.close()
+    config = '[telemetry]\ninterval = "{}"\n'
+    daemons = {
+        "baseline (sampling off)": Daemon(gpus=f"sim:{n}", config=config.format("1h")),
+        f"simulated, {n} GPUs at 1 Hz": Daemon(gpus=f"sim:{n}", config=config.format("1s")),
+        f"NVML (stand-in library), {n} GPUs at 1 Hz": Daemon(
+            gpus="auto", config=config.format("1s"),
+            env={"GPUQ_NVML_LIBRARY": library, "GPUQ_NVML_STAND_IN_STATE": state.name}),
+    }
+    jobs = {}
+    try:
+        for name, d in daemons.items():
+            jobs[name] = [d.submit(["sleep", "3600"], gpus=1) for _ in range(n)]
+        # The NVML daemon's processes: the jobs' real pids, so the process-tree mapping runs too.
+        time.sleep(2)
+        nvml = list(daemons.values())[2]
+        for i, job_id in enumerate(jobs[list(daemons)[2]]):
+            pgid_file = os.path.join(nvml.home, "jobs", str(job_id), "attempt-1.pgid")
+            if os.path.exists(pgid_file):
+                devices[i]["processes"] = [{"pid": int(open(pgid_file).read()), "used_memory": 8 << 30}]
+        with open(state.name, "w") as f:
+            f.write(json.dumps({"devices": devices}))
+        time.sleep(2)
+        start = {name: cpu_seconds(d.proc.pid) for name, d in daemons.items()}
+        t0 = time.monotonic()
+        time.sleep(args.seconds)
+        wall = time.monotonic() - t0
+        used = {name: cpu_seconds(d.proc.pid) - start[name] for name, d in daemons.items()}
+        base = used["baseline (sampling off)"]
+        print(f"daemon CPU over {wall:.0f} s, as % of one core (all three ran at the same time):")
+        for name, u in used.items():
+            extra = "" if u == base else f"   sampling cost: {100 * (u - base) / wall:+.3f}% of one core"
+            print(f"  {name:<44} {100 * u / wall:.3f}%{extra}")
+    finally:
+        for name, d in daemons.items():
+            for job_id in jobs.get(name, []):
+                d.call("POST", f"/v1/jobs/{job_id}/cancel")
+            d.close()
+        os.unlink(state.name)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="bench", required=True)
@@ -225,10 +287,13 @@ def main():
     q = sub.add_parser("queued")
     q.add_argument("--queued", type=int, default=50000)
     q.add_argument("--samples", type=int, default=500)
+    m = sub.add_parser("telemetry")
+    m.add_argument("--seconds", type=int, default=60)
+    m.add_argument("--gpus", type=int, default=8)
     args = p.parse_args()
     if not os.path.exists(GPUQ):
         sys.exit("build first: cargo build --release")
-    {"throughput": throughput, "latency": latency, "queued": queued}[args.bench](args)
+    {"throughput": throughput, "latency": latency, "queued": queued, "telemetry": telemetry}[args.bench](args)
 
 
 if __name__ == "__main__":

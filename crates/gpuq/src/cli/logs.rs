@@ -59,7 +59,8 @@ pub async fn follow(
             continue;
         }
         if chunk.complete {
-            let job = client.job(id).await?.job;
+            let detail = client.job(id).await?;
+            let job = &detail.job;
             if job.state.is_terminal() && job.attempt <= attempt {
                 return Ok(());
             }
@@ -68,8 +69,14 @@ pub async fn follow(
                 offset = 0;
                 eprintln!("gpuq: job {id} attempt {attempt}");
             } else {
-                // Requeued, not started again yet: wait for the next change.
-                let _ = client.wait(id, 1).await;
+                // Requeued, not started again yet: the event stream says when the job
+                // next changes. The cursor starts after the last event read above (and
+                // after every alert), so a change in between is not missed.
+                let last = detail.events.last().map_or(0, |e| e.seq);
+                let cursor = format!("{last}.{}", i64::MAX);
+                client
+                    .follow_events(Some(&cursor), Some(id), |_, _| false)
+                    .await?;
             }
         }
     }
