@@ -111,8 +111,11 @@ fn simulated_gpus_follow_their_jobs_and_jobs_keep_their_figures() {
     );
 }
 
+/// Requests a receiver got: path (with query) and JSON body.
+type Received = Arc<Mutex<Vec<(String, Value)>>>;
+
 /// A loopback HTTP server that records each request's path and JSON body.
-fn receiver() -> (String, Arc<Mutex<Vec<(String, Value)>>>) {
+fn receiver() -> (String, Received) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let got = Arc::new(Mutex::new(Vec::new()));
