@@ -58,7 +58,9 @@ async fn deliver(client: &reqwest::Client, hook: &WebhookConfig, alert: &Alert, 
                 alert.id
             ),
         }
-        tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
+        if attempt < ATTEMPTS {
+            tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
+        }
     }
 }
 
