@@ -208,6 +208,22 @@ fn alerts_reach_webhooks_in_each_services_format() {
     // Listed by the CLI too.
     let table = d.ok(&["alerts"]);
     assert!(table.contains("job_failed"), "{table}");
+
+    // A CUDA out-of-memory failure is its own kind, with the advice.
+    let oom = d.submit(&[
+        "--retries",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1",
+    ]);
+    d.wait(oom);
+    let listed = alerts(&d);
+    let oom_alerts: Vec<&Value> = listed.iter().filter(|a| a["job"] == json!(oom)).collect();
+    assert_eq!(oom_alerts.len(), 1, "{listed:?}");
+    assert_eq!(oom_alerts[0]["kind"], "job_oom");
+    assert!(oom_alerts[0]["message"].as_str().unwrap().contains("batch size"));
 }
 
 #[test]
