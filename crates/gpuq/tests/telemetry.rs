@@ -223,7 +223,10 @@ fn alerts_reach_webhooks_in_each_services_format() {
     let oom_alerts: Vec<&Value> = listed.iter().filter(|a| a["job"] == json!(oom)).collect();
     assert_eq!(oom_alerts.len(), 1, "{listed:?}");
     assert_eq!(oom_alerts[0]["kind"], "job_oom");
-    assert!(oom_alerts[0]["message"].as_str().unwrap().contains("batch size"));
+    assert!(oom_alerts[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("batch size"));
 }
 
 #[test]
