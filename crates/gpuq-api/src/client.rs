@@ -351,4 +351,31 @@ impl Client {
         }
         Ok(())
     }
+
+    /// `GET /v1/cost`: `query` holds by, since, until or month.
+    pub async fn cost(&self, query: &[(&str, String)]) -> Result<crate::CostReport, ApiError> {
+        self.json(self.http.get(self.url("/v1/cost")).query(query))
+            .await
+    }
+
+    pub async fn autostop(&self) -> Result<crate::AutostopStatus, ApiError> {
+        self.json(self.http.get(self.url("/v1/autostop"))).await
+    }
+
+    pub async fn set_autostop(
+        &self,
+        req: &crate::AutostopRequest,
+    ) -> Result<crate::AutostopStatus, ApiError> {
+        self.json(self.http.post(self.url("/v1/autostop")).json(req))
+            .await
+    }
+
+    pub async fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>, ApiError> {
+        self.json(self.http.get(self.url("/v1/schedules"))).await
+    }
+
+    pub async fn advice(&self, id: JobId) -> Result<crate::Advice, ApiError> {
+        self.json(self.http.get(self.url(&format!("/v1/jobs/{id}/advice"))))
+            .await
+    }
 }

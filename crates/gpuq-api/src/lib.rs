@@ -7,7 +7,9 @@ pub mod openapi;
 
 pub use client::{ApiError, Client, LogChunk};
 
+pub use gpuq_core::advice::{Advice, AdviceOption};
 use gpuq_core::alerts::Alert;
+use gpuq_core::cost::Micros;
 use gpuq_core::telemetry::{GpuProcess, GpuReading, HistoryPoint, JobGpuUsage};
 use gpuq_core::{Attempt, Event, Job, JobId, JobSpec};
 use schemars::JsonSchema;
@@ -182,4 +184,98 @@ pub struct ErrorBody {
     /// The offending field of the request, when one is to blame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+}
+
+/// `GET /v1/cost`: what was spent, grouped, in a window.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CostReport {
+    /// `user`, `project`, `job` or `day`.
+    pub by: String,
+    pub since: i64,
+    pub until: i64,
+    /// The time zone of days and months.
+    pub timezone: String,
+    /// The window in that time zone, in words.
+    pub window: String,
+    /// Where this node's price comes from, in words.
+    pub pricing: String,
+    pub rows: Vec<CostRow>,
+    /// Sum of the priced rows; absent when nothing had a price.
+    pub total: Option<Micros>,
+    pub gpu_hours: f64,
+    pub budgets: Vec<BudgetStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CostRow {
+    pub key: String,
+    /// Absent when none of the row's time had a price (not $0).
+    pub cost: Option<Micros>,
+    /// GPUs held × time, in the window.
+    pub gpu_hours: f64,
+    /// GPU-hours actually computing: held hours × average utilisation (telemetry);
+    /// absent when no attempt of the row was sampled.
+    pub used_gpu_hours: Option<f64>,
+    pub attempts: u32,
+    /// Hours of attempts that ran without a price.
+    pub unpriced_hours: f64,
+}
+
+/// One budget in its current period.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct BudgetStatus {
+    /// `user` or `project`.
+    pub scope: String,
+    pub name: String,
+    /// `day`, `week` or `month`.
+    pub period: String,
+    pub period_start: i64,
+    pub period_end: i64,
+    pub limit: Micros,
+    pub spent: Micros,
+    pub left: Micros,
+    pub percent: f64,
+    /// What happens at 100%: `refuse`, `hold` or `stop`.
+    pub action: String,
+    pub exhausted: bool,
+}
+
+/// `GET /v1/autostop`, `POST /v1/autostop`
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AutostopStatus {
+    /// `None`: off.
+    pub idle_after: Option<String>,
+    pub util_percent: f64,
+    pub warn_before: String,
+    /// What runs when the node has been idle long enough; without one the queue is drained.
+    pub command: Option<String>,
+    pub dry_run: bool,
+    /// Since when the node counts as idle (epoch ms), if it does.
+    pub idle_since: Option<i64>,
+}
+
+/// `POST /v1/autostop`
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AutostopRequest {
+    /// A duration such as `30m`, or `off`.
+    pub idle_after: String,
+    pub command: Option<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `GET /v1/schedules`: each schedule and its next runs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ScheduleInfo {
+    pub name: String,
+    pub cron: String,
+    pub timezone: String,
+    pub action: String,
+    pub spec: Option<String>,
+    pub user: Option<String>,
+    /// The next runs (epoch ms).
+    pub next: Vec<i64>,
+    /// The same, as local times in the schedule's time zone.
+    pub next_local: Vec<String>,
+    pub last_run: Option<i64>,
 }

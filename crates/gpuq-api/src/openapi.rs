@@ -29,6 +29,11 @@ fn schemas() -> Value {
     gen.subschema_for::<GpuHistory>();
     gen.subschema_for::<FeedItem>();
     gen.subschema_for::<gpuq_core::alerts::Alert>();
+    gen.subschema_for::<crate::CostReport>();
+    gen.subschema_for::<crate::AutostopStatus>();
+    gen.subschema_for::<crate::AutostopRequest>();
+    gen.subschema_for::<crate::ScheduleInfo>();
+    gen.subschema_for::<crate::Advice>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -85,6 +90,39 @@ fn telemetry_paths() -> Value {
                 "summary": "Prometheus text format: dcgm-exporter's GPU series (DCGM_FI_DEV_*, labels gpu, UUID, device, modelName, Hostname, hpc_job) and gpuq_* scheduler series",
                 "responses": with_errors("200", json!({ "description": "Metrics", "content": { "text/plain": { "schema": { "type": "string" } } } }))
             }}
+    })
+}
+
+/// Cost accounting, budgets, autostop, schedules and advice.
+fn cost_paths() -> Value {
+    json!({
+        "/v1/cost": { "get": {
+            "summary": "Cost grouped by user, project, job or day in a window (default: this month), with the budgets' current state. Money is in micro-dollars (integers); absent cost = no price, not $0",
+            "parameters": [
+                { "name": "by", "in": "query", "schema": { "type": "string", "enum": ["user", "project", "job", "day"] } },
+                { "name": "since", "in": "query", "schema": { "type": "string" }, "description": "Epoch ms, a date (2026-11-01, local midnight), a month (2026-11) or a span ago (7d)" },
+                { "name": "until", "in": "query", "schema": { "type": "string" } },
+                { "name": "month", "in": "query", "schema": { "type": "string" }, "description": "A whole month, e.g. 2026-11" }
+            ],
+            "responses": with_errors("200", json_body(schema_ref("CostReport"), "The report"))
+        }},
+        "/v1/autostop": {
+            "get": { "summary": "The idle-stop setting and whether the node is idle", "responses": with_errors("200", json_body(schema_ref("AutostopStatus"), "Autostop")) },
+            "post": {
+                "summary": "Set or turn off the idle stop (admins); persisted, overrides [autostop] in gpuq.toml",
+                "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("AutostopRequest") } } },
+                "responses": with_errors("200", json_body(schema_ref("AutostopStatus"), "Autostop"))
+            }
+        },
+        "/v1/schedules": { "get": {
+            "summary": "Cron schedules and their next runs",
+            "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("ScheduleInfo") }), "Schedules"))
+        }},
+        "/v1/jobs/{id}/advice": { "get": {
+            "summary": "Right-sizing advice from the job's telemetry and the price catalog",
+            "parameters": [ id_param() ],
+            "responses": with_errors("200", json_body(schema_ref("Advice"), "Advice"))
+        }}
     })
 }
 
@@ -259,8 +297,10 @@ pub fn document() -> Value {
 
         }
     });
-    if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), telemetry_paths()) {
-        paths.extend(more);
+    for more in [telemetry_paths(), cost_paths()] {
+        if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
+            paths.extend(more);
+        }
     }
     doc
 }

@@ -18,6 +18,10 @@ pub enum AlertKind {
     GpuLost,
     JobFailed,
     JobOom,
+    /// A budget crossed an alert threshold.
+    Budget,
+    /// The node is idle: autostop's warning, and its action.
+    NodeIdle,
 }
 
 impl AlertKind {
@@ -30,10 +34,12 @@ impl AlertKind {
             AlertKind::GpuLost => "gpu_lost",
             AlertKind::JobFailed => "job_failed",
             AlertKind::JobOom => "job_oom",
+            AlertKind::Budget => "budget",
+            AlertKind::NodeIdle => "node_idle",
         }
     }
 
-    pub const ALL: [AlertKind; 7] = [
+    pub const ALL: [AlertKind; 9] = [
         AlertKind::JobIdle,
         AlertKind::GpuMemoryHigh,
         AlertKind::GpuTemperatureHigh,
@@ -41,6 +47,8 @@ impl AlertKind {
         AlertKind::GpuLost,
         AlertKind::JobFailed,
         AlertKind::JobOom,
+        AlertKind::Budget,
+        AlertKind::NodeIdle,
     ];
 
     pub fn parse(s: &str) -> Option<Self> {

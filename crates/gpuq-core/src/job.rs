@@ -41,6 +41,10 @@ pub struct Job {
     pub ended_at: Option<Millis>,
     /// The spec as submitted (flags or YAML).
     pub spec: JobSpec,
+    /// What the job's attempts cost (the running one up to now); absent when its
+    /// node has no price (never shown as $0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::Micros>,
 }
 
 /// One run of a job.
@@ -58,6 +62,9 @@ pub struct Attempt {
     /// GPU figures of the attempt (after it ended, when telemetry saw it run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_usage: Option<crate::telemetry::JobGpuUsage>,
+    /// Its price per hour (all its GPUs) on its node when it started; absent: no price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_hour: Option<crate::cost::Micros>,
 }
 
 /// One row of a job's history.

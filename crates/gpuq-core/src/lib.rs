@@ -6,7 +6,11 @@
 //! simulator call the very same functions, so a figure from the simulator is a
 //! figure of the shipped scheduler.
 
+pub mod advice;
 pub mod alerts;
+pub mod catalog;
+pub mod cost;
+pub mod cron;
 pub mod duration;
 pub mod job;
 pub mod memsize;

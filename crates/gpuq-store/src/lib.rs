@@ -7,6 +7,7 @@
 mod feed;
 mod schema;
 
+use gpuq_core::cost::Micros;
 use gpuq_core::{Attempt, Event, Job, JobId, JobSpec, JobState, Millis, Priority};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use std::collections::BTreeMap;
@@ -68,6 +69,8 @@ pub struct StartRecord {
     pub job: JobId,
     pub node: String,
     pub gpus: Vec<u32>,
+    /// What the attempt costs per hour on its node; `None`: the node has no price.
+    pub rate: Option<Micros>,
 }
 
 /// How an attempt ended, and what becomes of the job.
@@ -102,12 +105,16 @@ pub struct TokenRecord {
 /// One attempt, for usage accounting.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsageRow {
+    pub job: JobId,
+    pub attempt: u32,
     pub user: String,
     pub project: Option<String>,
     pub gpus: u32,
     pub started_at: Millis,
     /// `None` while running.
     pub ended_at: Option<Millis>,
+    pub rate: Option<Micros>,
+    pub gpu_usage: Option<gpuq_core::telemetry::JobGpuUsage>,
 }
 
 /// Filter of `list`.
@@ -123,7 +130,7 @@ pub struct Store {
 
 const JOB_COLUMNS: &str =
     "id, name, user, project, state, priority, gpus_requested, gpus, node, command, cwd, \
-     attempt, exit_code, signal, reason, submitted_at, started_at, ended_at, spec, failures, held_by, eligible_at";
+     attempt, exit_code, signal, reason, submitted_at, started_at, ended_at, spec, failures, held_by, eligible_at, cost_micros";
 
 impl Store {
     /// Opens (creating if needed) the database, with WAL and the durability settings
@@ -308,6 +315,19 @@ impl Store {
 
     pub fn finish_attempt(&mut self, end: &AttemptEnd, now: Millis) -> Result<()> {
         self.write(|tx| {
+            // The attempt's cost, at the rate recorded when it started, joins the job's.
+            let (rate, started_at): (Option<i64>, Millis) = tx.query_row(
+                "SELECT rate_micros, started_at FROM attempts WHERE job_id = ?1 AND attempt = ?2",
+                params![end.job, end.attempt],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            if let Some(rate) = rate {
+                let cost = gpuq_core::cost::cumulative(Micros(rate), now - started_at);
+                tx.execute(
+                    "UPDATE jobs SET cost_micros = COALESCE(cost_micros, 0) + ?2 WHERE id = ?1",
+                    params![end.job, cost.0],
+                )?;
+            }
             tx.execute(
                 "UPDATE attempts SET ended_at = ?3, exit_code = ?4, signal = ?5, reason = ?6, gpu_usage = ?7 \
                  WHERE job_id = ?1 AND attempt = ?2",
@@ -421,17 +441,29 @@ impl Store {
 
     /// Every attempt's owner, GPU count and times, for usage accounting.
     pub fn usage_rows(&self) -> Result<Vec<UsageRow>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT j.user, j.project, json_array_length(a.gpus), a.started_at, a.ended_at \
-             FROM attempts a JOIN jobs j ON j.id = a.job_id",
+        self.usage_rows_between(Millis::MIN, Millis::MAX)
+    }
+
+    /// Attempts that ran at some time in `since`..`until` (running ones included).
+    pub fn usage_rows_between(&self, since: Millis, until: Millis) -> Result<Vec<UsageRow>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT a.job_id, a.attempt, j.user, j.project, json_array_length(a.gpus), a.started_at, a.ended_at, \
+             a.rate_micros, a.gpu_usage FROM attempts a JOIN jobs j ON j.id = a.job_id \
+             WHERE a.started_at < ?2 AND (a.ended_at IS NULL OR a.ended_at > ?1)",
         )?;
-        let rows = stmt.query_map([], |r| {
+        let rows = stmt.query_map(params![since, until], |r| {
             Ok(UsageRow {
-                user: r.get(0)?,
-                project: r.get(1)?,
-                gpus: r.get(2)?,
-                started_at: r.get(3)?,
-                ended_at: r.get(4)?,
+                job: r.get(0)?,
+                attempt: r.get(1)?,
+                user: r.get(2)?,
+                project: r.get(3)?,
+                gpus: r.get(4)?,
+                started_at: r.get(5)?,
+                ended_at: r.get(6)?,
+                rate: r.get::<_, Option<i64>>(7)?.map(Micros),
+                gpu_usage: r
+                    .get::<_, Option<String>>(8)?
+                    .and_then(|u| serde_json::from_str(&u).ok()),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -526,7 +558,7 @@ impl Store {
 
     pub fn attempts(&self, job: JobId) -> Result<Vec<Attempt>> {
         let mut stmt = self.conn.prepare(
-            "SELECT job_id, attempt, node, gpus, started_at, ended_at, exit_code, signal, reason, gpu_usage FROM attempts \
+            "SELECT job_id, attempt, node, gpus, started_at, ended_at, exit_code, signal, reason, gpu_usage, rate_micros FROM attempts \
              WHERE job_id = ?1 ORDER BY attempt",
         )?;
         let rows = stmt.query_map([job], |r| {
@@ -544,6 +576,7 @@ impl Store {
                 gpu_usage: r
                     .get::<_, Option<String>>(9)?
                     .and_then(|u| serde_json::from_str(&u).ok()),
+                rate_per_hour: r.get::<_, Option<i64>>(10)?.map(Micros),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -581,9 +614,9 @@ fn start_in(
                     |r| r.get(0),
                 )?;
         tx.execute(
-                    "INSERT INTO attempts (job_id, attempt, node, gpus, started_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![s.job, attempt, s.node, gpus, now],
-                )?;
+            "INSERT INTO attempts (job_id, attempt, node, gpus, started_at, rate_micros) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![s.job, attempt, s.node, gpus, now, s.rate.map(|r| r.0)],
+        )?;
         insert_event(
             tx,
             now,
@@ -667,6 +700,7 @@ fn read_job(r: &Row<'_>) -> rusqlite::Result<Result<Job>> {
             failures: r.get(19)?,
             held_by: r.get(20)?,
             eligible_at: r.get(21)?,
+            cost: r.get::<_, Option<i64>>(22)?.map(Micros),
         })
     })();
     match parsed {

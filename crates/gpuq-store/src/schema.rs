@@ -81,6 +81,10 @@ CREATE TABLE alerts (
     message TEXT NOT NULL
 );
 "#,
+    r#"
+ALTER TABLE attempts ADD COLUMN rate_micros INTEGER;
+ALTER TABLE jobs ADD COLUMN cost_micros INTEGER;
+"#,
 ];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is

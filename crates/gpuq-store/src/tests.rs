@@ -29,6 +29,7 @@ fn a_job_goes_through_its_life_with_events() {
                 job: 1,
                 node: "local".into(),
                 gpus: vec![2],
+                rate: None,
             }],
             2000,
         )
@@ -82,6 +83,7 @@ fn starting_a_job_twice_is_refused() {
         job: 1,
         node: "local".into(),
         gpus: vec![],
+        rate: None,
     }];
     store.start(&start, 1).unwrap();
     assert!(
@@ -101,6 +103,7 @@ fn retry_requeues_and_the_next_attempt_counts_up() {
                 job: 1,
                 node: "local".into(),
                 gpus: vec![0],
+                rate: None,
             }],
             1,
         )
@@ -125,6 +128,7 @@ fn retry_requeues_and_the_next_attempt_counts_up() {
                 job: 1,
                 node: "local".into(),
                 gpus: vec![1],
+                rate: None,
             }],
             3,
         )
@@ -201,6 +205,7 @@ fn hold_stop_meta_and_requeue_are_recorded() {
                 job: 1,
                 node: "n".into(),
                 gpus: vec![],
+                rate: None,
             }],
             3,
         )
@@ -230,6 +235,7 @@ fn a_pass_is_committed_whole_or_not_at_all() {
                 job: 2,
                 node: "n".into(),
                 gpus: vec![],
+                rate: None,
             }],
             1,
         )
@@ -240,6 +246,7 @@ fn a_pass_is_committed_whole_or_not_at_all() {
         job: 2,
         node: "n".into(),
         gpus: vec![],
+        rate: None,
     }];
     assert!(store.apply_pass(&fails, &again, 2).is_err());
     assert_eq!(

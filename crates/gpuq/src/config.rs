@@ -33,6 +33,35 @@
 //! url = "https://open.feishu.cn/open-apis/bot/v2/hook/…"
 //! format = "feishu"             # json (the alert as is), slack, feishu or dingtalk
 //! secret = "…"                  # optional: signs Feishu and DingTalk requests
+//!
+//! [cost]
+//! instance = "aws/us-east-1/p4d.24xlarge"   # a rented VM: its catalog row (gpuq prices list)
+//! spot = false                   # use the row's spot price
+//! # gpu_hour = 1.20              # or a price per GPU-hour (own hardware: amortised)
+//! cpu_job_hour = 0.05            # jobs without GPUs, per job-hour (default: no charge listed)
+//! catalog = "/etc/gpuq/prices.csv"  # extra or overriding catalog rows
+//! timezone = "Asia/Shanghai"     # days and months of reports and budgets, and schedules
+//!
+//! [[budgets]]
+//! user = "alice"                 # or project = "vision"
+//! amount = 200.0                 # dollars per period
+//! period = "month"               # day, week or month
+//! action = "refuse"              # at 100%: refuse (new submits), hold (queued jobs), stop (running ones too)
+//! alert_at = [80, 100]           # percent
+//!
+//! [autostop]
+//! idle_after = "30m"             # no job, or every job's GPUs under util_percent, this long
+//! util_percent = 5
+//! warn_before = "5m"
+//! command = "shutdown -h now"    # or a cloud CLI call; without a command the queue is drained
+//! dry_run = false
+//!
+//! [[schedules]]
+//! name = "nightly-eval"
+//! cron = "0 2 * * *"             # minute hour day month weekday (6 fields: seconds first)
+//! action = "submit"              # drain, undrain, or submit
+//! spec = "/home/alice/eval.yaml" # for submit: a job spec file
+//! user = "alice"                 # for submit: whose job it is
 //! ```
 
 use gpuq_core::DurationSpec;
@@ -60,6 +89,104 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     #[serde(default)]
     pub alerts: AlertsConfig,
+    #[serde(default)]
+    pub cost: CostConfig,
+    #[serde(default)]
+    pub budgets: Vec<BudgetConfig>,
+    pub autostop: Option<AutostopConfig>,
+    #[serde(default)]
+    pub schedules: Vec<ScheduleConfig>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostConfig {
+    pub instance: Option<String>,
+    #[serde(default)]
+    pub spot: bool,
+    pub gpu_hour: Option<f64>,
+    pub cpu_job_hour: Option<f64>,
+    pub catalog: Option<std::path::PathBuf>,
+    pub timezone: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    pub user: Option<String>,
+    pub project: Option<String>,
+    pub amount: f64,
+    #[serde(default = "default_period")]
+    pub period: BudgetPeriod,
+    #[serde(default)]
+    pub action: BudgetAction,
+    #[serde(default = "default_alert_at")]
+    pub alert_at: Vec<u32>,
+}
+
+fn default_period() -> BudgetPeriod {
+    BudgetPeriod::Month
+}
+fn default_alert_at() -> Vec<u32> {
+    vec![80, 100]
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetPeriod {
+    Day,
+    Week,
+    Month,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetAction {
+    /// New submits are refused; queued and running jobs go on.
+    #[default]
+    Refuse,
+    /// New submits are refused and queued jobs held.
+    Hold,
+    /// New submits are refused, queued jobs held, running jobs stopped.
+    Stop,
+}
+
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutostopConfig {
+    pub idle_after: DurationSpec,
+    #[serde(default = "default_autostop_util")]
+    pub util_percent: f64,
+    #[serde(default = "default_warn_before")]
+    pub warn_before: DurationSpec,
+    pub command: Option<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+fn default_autostop_util() -> f64 {
+    5.0
+}
+fn default_warn_before() -> DurationSpec {
+    DurationSpec::from_secs(300)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleConfig {
+    pub name: String,
+    pub cron: String,
+    pub action: ScheduleAction,
+    pub spec: Option<std::path::PathBuf>,
+    pub user: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleAction {
+    Drain,
+    Undrain,
+    Submit,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -233,6 +360,49 @@ impl Config {
             if !(0.0..=100.0).contains(&value) {
                 return Err(format!(
                     "alerts.{key}: {value} is not a percentage (0 to 100)"
+                ));
+            }
+        }
+        for (i, b) in config.budgets.iter().enumerate() {
+            if b.user.is_some() == b.project.is_some() {
+                return Err(format!(
+                    "budgets[{i}]: name exactly one of user = \"…\" or project = \"…\""
+                ));
+            }
+            if !(b.amount.is_finite() && b.amount >= 0.0) {
+                return Err(format!(
+                    "budgets[{i}].amount: {} is not an amount in dollars",
+                    b.amount
+                ));
+            }
+            if b.alert_at.iter().any(|p| *p == 0 || *p > 1000) {
+                return Err(format!(
+                    "budgets[{i}].alert_at: percentages from 1 to 1000, like [80, 100]"
+                ));
+            }
+        }
+        let c = &config.cost;
+        if c.instance.is_some() && c.gpu_hour.is_some() {
+            return Err(
+                "cost: set instance (a catalog row) or gpu_hour (your own price), not both".into(),
+            );
+        }
+        for (key, value) in [("gpu_hour", c.gpu_hour), ("cpu_job_hour", c.cpu_job_hour)] {
+            if value.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+                return Err(format!(
+                    "cost.{key}: {} is not a price in dollars per hour",
+                    value.unwrap_or(0.0)
+                ));
+            }
+        }
+        for (i, s) in config.schedules.iter().enumerate() {
+            if let Err(e) = s.cron.parse::<gpuq_core::cron::Cron>() {
+                return Err(format!("schedules[{i}] ({}).cron: {e}", s.name));
+            }
+            if s.action == ScheduleAction::Submit && s.spec.is_none() {
+                return Err(format!(
+                    "schedules[{i}] ({}): action \"submit\" needs spec = \"/path/to/job.yaml\"",
+                    s.name
                 ));
             }
         }

@@ -3,6 +3,7 @@
 mod cli;
 mod config;
 mod home;
+mod pricing;
 mod server;
 mod spec_file;
 

@@ -91,6 +91,7 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
                 j.priority.to_string(),
                 ago(j.submitted_at, now),
                 runtime,
+                j.cost.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
                 shorten(&j.command, 40),
                 note,
             ]
@@ -106,6 +107,7 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
             "PRIO",
             "SUBMITTED",
             "RUNTIME",
+            "COST",
             "COMMAND",
             "REASON",
         ],

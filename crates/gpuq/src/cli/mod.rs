@@ -1,10 +1,13 @@
 //! The command line. One file per command; each turns flags into API calls
 //! and prints the answer (human tables, or `--json`).
 
+mod advise;
 mod alerts;
+mod autostop;
 mod cancel;
 mod completions;
 mod connect;
+mod cost;
 mod drain;
 mod events;
 mod explain;
@@ -15,6 +18,7 @@ mod ls;
 mod output;
 mod requeue;
 mod run;
+mod schedules;
 mod show;
 mod submit;
 mod token;
@@ -81,6 +85,14 @@ enum Command {
     Alerts(alerts::AlertsArgs),
     /// Follow job events and alerts as they happen.
     Events(events::EventsArgs),
+    /// What jobs cost, by user, project, job or day; budgets; monthly reports (--month, --format md|csv).
+    Cost(cost::CostArgs),
+    /// Right-sizing: cheaper GPUs that fit a job, and hints from its telemetry.
+    Advise(advise::AdviseArgs),
+    /// Stop an idle node after a while (`gpuq autostop 30m`, `gpuq autostop off`).
+    Autostop(autostop::AutostopArgs),
+    /// Cron schedules (drain, undrain, recurring jobs) and their next runs.
+    Schedules(schedules::SchedulesArgs),
     /// Per-user API tokens for remote clients (admins only).
     #[command(subcommand)]
     Token(token::TokenCommand),
@@ -191,6 +203,10 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Top(args) => top::run(&client, args).await,
         Command::Alerts(args) => alerts::run(&client, args).await,
         Command::Events(args) => events::run(&client, args).await,
+        Command::Cost(args) => cost::run(&client, args).await,
+        Command::Advise(args) => advise::run(&client, args).await,
+        Command::Autostop(args) => autostop::run(&client, args).await,
+        Command::Schedules(args) => schedules::run(&client, args).await,
         Command::Usage(args) => usage::run(&client, args).await,
         Command::Token(command) => token::run(&client, command).await,
         Command::Whoami(args) => whoami::run(&client, args).await,
@@ -206,8 +222,10 @@ fn server(args: ServerArgs) -> CmdResult {
     let home = crate::home::resolve_home();
     let config =
         crate::config::Config::load(args.config.as_deref(), &home).map_err(CliError::usage)?;
+    let pricing = crate::pricing::Pricing::resolve(&config.cost).map_err(CliError::usage)?;
     init_logging();
     let opts = crate::server::ServerOptions {
+        pricing,
         config,
         listen: args.listen,
         gpus,

@@ -104,6 +104,17 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
         row("next try", format!("in {}", span(at - now)));
     }
     row("submitted", ago(j.submitted_at, now));
+    row(
+        "cost",
+        match (j.cost, j.state) {
+            (Some(c), gpuq_core::JobState::Running) => {
+                format!("{c} so far (gpuq advise {} for cheaper options)", j.id)
+            }
+            (Some(c), _) => format!("{c} (gpuq advise {} for cheaper options)", j.id),
+            (None, _) if j.attempt == 0 => "-".into(),
+            (None, _) => "no price for its node ([cost] in gpuq.toml)".into(),
+        },
+    );
     if let Some(u) = &detail.gpu_usage {
         row("gpu usage", gpu_usage_line(u));
     }

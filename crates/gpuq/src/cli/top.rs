@@ -522,6 +522,7 @@ mod tests {
             started_at: Some(started),
             ended_at: None,
             spec,
+            cost: None,
         }
     }
 

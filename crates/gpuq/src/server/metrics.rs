@@ -152,6 +152,55 @@ pub async fn metrics(State(ctx): State<AppState>) -> ApiResult<impl IntoResponse
         let n = counters.alerts.get(kind.as_str()).copied().unwrap_or(0);
         let _ = writeln!(out, "gpuq_alerts_total{{kind=\"{}\"}} {n}", kind.as_str());
     }
+    let now = crate::home::now_ms();
+    let costs = {
+        let service = service.clone();
+        tokio::task::spawn_blocking(move || {
+            service.cost_report(super::service::costs::GroupBy::User, 0, now, now)
+        })
+        .await
+        .map_err(|e| {
+            super::routes::ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                e.to_string(),
+            )
+        })??
+    };
+    let _ = writeln!(
+        out,
+        "# HELP gpuq_cost_dollars_total What each user's jobs cost (priced time only).\n# TYPE gpuq_cost_dollars_total counter"
+    );
+    for row in costs.rows.iter().filter(|r| r.cost.is_some()) {
+        let _ = writeln!(
+            out,
+            "gpuq_cost_dollars_total{{user=\"{}\"}} {}",
+            escape(&row.key),
+            row.cost.unwrap_or_default().dollars()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP gpuq_budget_spent_dollars Spent in the budget's current period.\n# TYPE gpuq_budget_spent_dollars gauge\n\
+         # HELP gpuq_budget_limit_dollars The budget for its period.\n# TYPE gpuq_budget_limit_dollars gauge"
+    );
+    for b in &costs.budgets {
+        let labels = format!(
+            "scope=\"{}\",name=\"{}\",period=\"{}\"",
+            b.scope,
+            escape(&b.name),
+            b.period
+        );
+        let _ = writeln!(
+            out,
+            "gpuq_budget_spent_dollars{{{labels}}} {}",
+            b.spent.dollars()
+        );
+        let _ = writeln!(
+            out,
+            "gpuq_budget_limit_dollars{{{labels}}} {}",
+            b.limit.dollars()
+        );
+    }
     Ok((
         [(
             header::CONTENT_TYPE,

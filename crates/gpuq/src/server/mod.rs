@@ -2,6 +2,7 @@
 //! previous daemon left running, then serves the API and runs the scheduler.
 
 mod auth;
+mod cost_routes;
 mod feed;
 pub mod identity;
 mod metrics;
@@ -34,6 +35,7 @@ pub struct ServerOptions {
     pub slots: Option<u32>,
     pub home: PathBuf,
     pub config: crate::config::Config,
+    pub pricing: crate::pricing::Pricing,
 }
 
 pub fn router(ctx: Arc<AppContext>) -> Router {
@@ -62,6 +64,13 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/gpus", get(routes::gpus))
         .route("/v1/gpus/history", get(routes::gpu_history))
         .route("/v1/alerts", get(routes::alerts))
+        .route("/v1/cost", get(cost_routes::cost))
+        .route(
+            "/v1/autostop",
+            get(cost_routes::autostop).post(cost_routes::set_autostop),
+        )
+        .route("/v1/schedules", get(cost_routes::schedules))
+        .route("/v1/jobs/:id/advice", get(cost_routes::advice))
         .route("/v1/events", get(feed::events))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))
@@ -178,10 +187,14 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         discovery.gpus.clone(),
         opts.config,
         identity.clone(),
-        alert_out,
+        service::Extras {
+            alert_out,
+            pricing: opts.pricing,
+        },
     )?;
     service.recover()?;
     tokio::spawn(service.clone().scheduler_loop());
+    tokio::spawn(service.clone().housekeeping_loop());
     sampler::spawn(
         service.clone(),
         opts.gpus.clone(),

@@ -63,6 +63,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::NoSuchJob(_) => Self::new(StatusCode::NOT_FOUND, e.to_string()),
             ServiceError::Conflict(_) => Self::new(StatusCode::CONFLICT, e.to_string()),
             ServiceError::Quota(_) => Self::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
+            ServiceError::Budget(_) => Self::new(StatusCode::PAYMENT_REQUIRED, e.to_string()),
             ServiceError::Store(StoreError::DiskFull) => {
                 Self::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
             }
@@ -160,7 +161,15 @@ pub async fn list(
         limit: q.limit,
     };
     let jobs = ctx.service.with_store(|s| s.list(&filter))?;
-    Ok(Json(jobs.into_iter().map(|j| redact(j, &caller)).collect()))
+    let now = crate::home::now_ms();
+    Ok(Json(
+        jobs.into_iter()
+            .map(|mut j| {
+                ctx.service.live_cost(&mut j, now);
+                redact(j, &caller)
+            })
+            .collect(),
+    ))
 }
 
 pub async fn show(
@@ -169,7 +178,8 @@ pub async fn show(
     Path(id): Path<JobId>,
 ) -> ApiResult<Json<JobDetail>> {
     // Everyone may see the queue; environment values stay with the owner.
-    let job = redact(ctx.service.job(id)?, &caller);
+    let mut job = redact(ctx.service.job(id)?, &caller);
+    ctx.service.live_cost(&mut job, crate::home::now_ms());
     let (attempts, events) = ctx
         .service
         .with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;
@@ -218,7 +228,7 @@ pub async fn release(
     Ok(Json(ctx.service.hold(id, false, &caller.user)?))
 }
 
-fn require_admin(caller: &Caller, what: &str) -> ApiResult<()> {
+pub fn require_admin(caller: &Caller, what: &str) -> ApiResult<()> {
     if caller.admin {
         Ok(())
     } else {

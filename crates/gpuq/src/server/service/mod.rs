@@ -5,7 +5,9 @@
 //! exit, cancel, release, a back-off timer), with bursts coalesced by a
 //! `Notify`: no polling loop decides when a job starts.
 
+pub mod costs;
 mod explain;
+mod housekeeping;
 pub mod monitoring;
 mod outcome;
 mod recovery;
@@ -48,6 +50,8 @@ pub enum ServiceError {
     Conflict(String),
     #[error("{0}")]
     Quota(String),
+    #[error("{0}")]
+    Budget(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -69,6 +73,8 @@ struct RunningAttempt {
     /// without a store read (`None` when the launch information was unreadable).
     spec: Option<Arc<gpuq_core::JobSpec>>,
     failures: u32,
+    /// Price per hour of this attempt (recorded with it in the store).
+    rate: Option<gpuq_core::cost::Micros>,
 }
 
 struct Inner {
@@ -99,6 +105,15 @@ pub struct Service {
     monitor: Mutex<monitoring::Monitor>,
     /// Where committed alerts go for delivery (log, webhooks).
     alert_out: Option<tokio::sync::mpsc::UnboundedSender<gpuq_core::alerts::Alert>>,
+    pricing: crate::pricing::Pricing,
+    /// Schedules, autostop and budget checks (the once-a-second duties).
+    housekeeping: Mutex<housekeeping::Housekeeping>,
+}
+
+/// What the service needs besides its core parts.
+pub struct Extras {
+    pub alert_out: Option<tokio::sync::mpsc::UnboundedSender<gpuq_core::alerts::Alert>>,
+    pub pricing: crate::pricing::Pricing,
 }
 
 impl Service {
@@ -109,7 +124,7 @@ impl Service {
         gpus: Vec<GpuInfo>,
         config: Config,
         identity: Arc<Identity>,
-        alert_out: Option<tokio::sync::mpsc::UnboundedSender<gpuq_core::alerts::Alert>>,
+        extras: Extras,
     ) -> Result<Arc<Self>, StoreError> {
         // `preempted` is transient: a daemon that died between its two commits requeues the job here.
         let preempted = gpuq_store::ListFilter {
@@ -163,7 +178,14 @@ impl Service {
         );
         Ok(Arc::new(Self {
             monitor: Mutex::new(monitor),
-            alert_out,
+            alert_out: extras.alert_out,
+            housekeeping: Mutex::new(housekeeping::Housekeeping::new(
+                &config.schedules,
+                config.autostop.clone(),
+                &extras.pricing,
+                now,
+            )),
+            pricing: extras.pricing,
             identity,
             config,
             inner: Mutex::new(inner),
@@ -296,6 +318,7 @@ impl Service {
             .into());
         }
         let now = now_ms();
+        self.check_budget(&user, &spec, now)?;
         let job = {
             let mut inner = self.lock();
             if let Some(limit) = self.config.max_queued(&user) {

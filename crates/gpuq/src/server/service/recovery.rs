@@ -58,6 +58,12 @@ impl Service {
                         step: StopStep::Term,
                     });
                 let spec = &job.spec;
+                let rate = inner
+                    .store
+                    .attempts(job.id)
+                    .ok()
+                    .and_then(|all| all.into_iter().find(|a| a.attempt == job.attempt))
+                    .and_then(|a| a.rate_per_hour);
                 inner.running.insert(
                     job.id,
                     RunningAttempt {
@@ -78,6 +84,7 @@ impl Service {
                         stop: None,
                         spec: Some(Arc::new(spec.clone())),
                         failures: job.failures,
+                        rate,
                     },
                 );
                 out.push((job, stop, rebooted));

@@ -100,6 +100,7 @@ impl Service {
                     Decision::Start { job, node, gpus } => starts.push(StartRecord {
                         job,
                         node: self.nodes[node].name.clone(),
+                        rate: self.pricing.rate(gpus.len() as u32),
                         gpus,
                     }),
                     Decision::Fail { job, reason } => fails.push((job, JobState::Failed, reason)),
@@ -153,6 +154,7 @@ impl Service {
                         stop: None,
                         spec: spec.map(|s| Arc::new(s.clone())),
                         failures: info.as_ref().map(|i| i.failures).unwrap_or(0),
+                        rate: start.rate,
                     },
                 );
                 launches.push((

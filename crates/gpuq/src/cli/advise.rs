@@ -1,0 +1,59 @@
+//! `gpuq advise ID`: right-sizing from the job's telemetry and the price catalog.
+
+use super::output::{print_json, print_table};
+use super::{parse_id, CmdResult};
+use gpuq_api::Client;
+
+#[derive(clap::Args, Debug)]
+pub struct AdviseArgs {
+    id: String,
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(client: &Client, args: AdviseArgs) -> CmdResult {
+    let id = parse_id(&args.id)?;
+    let a = client.advice(id).await?;
+    if args.json {
+        print_json(&a);
+        return Ok(0);
+    }
+    println!("job {}: {}", a.job, a.basis);
+    for h in &a.hints {
+        println!("- {h}");
+    }
+    if !a.options.is_empty() {
+        println!("\ncards that fit its memory (with a 20% margin), cheapest run first:");
+        let rows: Vec<Vec<String>> = a
+            .options
+            .iter()
+            .map(|o| {
+                vec![
+                    o.gpu_model.clone(),
+                    format!("{} GiB", o.memory_gib),
+                    format!("{}/GPU-h", o.gpu_hour),
+                    format!("×{:.2}", o.time_factor),
+                    o.estimated_cost.to_string(),
+                    o.cost_factor.map_or("-".into(), |f| format!("×{f:.2}")),
+                    o.offer.clone(),
+                ]
+            })
+            .collect();
+        print_table(
+            &[
+                "GPU",
+                "MEMORY",
+                "PRICE",
+                "TIME",
+                "EST. COST",
+                "VS NOW",
+                "CHEAPEST OFFER",
+            ],
+            &rows,
+        );
+        println!("time scales with the card's speed for the share of the run the GPU was busy; catalog prices: gpuq's built-in list (see docs/cost.md)");
+    } else if a.hints.is_empty() {
+        println!("nothing to suggest");
+    }
+    Ok(0)
+}

@@ -1,0 +1,108 @@
+//! HTTP handlers of cost accounting, budgets, autostop, schedules and advice.
+
+use super::identity::Caller;
+use super::routes::{require_admin, ApiError, ApiResult, AppState};
+use super::service::costs::GroupBy;
+use crate::config::AutostopConfig;
+use crate::home::now_ms;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use gpuq_api::{Advice, AutostopRequest, AutostopStatus, CostReport, ScheduleInfo};
+use gpuq_core::{DurationSpec, JobId};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+pub struct CostQuery {
+    by: Option<String>,
+    /// Epoch ms, a date, a month, or a span ago (`7d`).
+    since: Option<String>,
+    until: Option<String>,
+    /// `2026-11`: the whole month (instead of since/until).
+    month: Option<String>,
+}
+
+fn bad(field: &str, why: String) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, format!("{field}: {why}"))
+}
+
+pub async fn cost(
+    State(ctx): State<AppState>,
+    Query(q): Query<CostQuery>,
+) -> ApiResult<Json<CostReport>> {
+    let now = now_ms();
+    let service = &ctx.service;
+    let by: GroupBy =
+        q.by.as_deref()
+            .unwrap_or("user")
+            .parse()
+            .map_err(|e: String| bad("by", e))?;
+    let pricing = service.pricing();
+    let (since, until) = match &q.month {
+        Some(m) => pricing.month(m).map_err(|e| bad("month", e))?,
+        None => {
+            let since = match &q.since {
+                Some(t) => pricing.parse_time(t, now).map_err(|e| bad("since", e))?,
+                None => pricing.period(crate::config::BudgetPeriod::Month, now).0,
+            };
+            let until = match &q.until {
+                Some(t) => pricing.parse_time(t, now).map_err(|e| bad("until", e))?,
+                None => now,
+            };
+            (since, until)
+        }
+    };
+    if until < since {
+        return Err(bad("until", "is before since".into()));
+    }
+    let service = service.clone();
+    let report = tokio::task::spawn_blocking(move || service.cost_report(by, since, until, now))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(Json(report))
+}
+
+pub async fn autostop(State(ctx): State<AppState>) -> Json<AutostopStatus> {
+    Json(ctx.service.autostop_status())
+}
+
+pub async fn set_autostop(
+    State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Json(req): Json<AutostopRequest>,
+) -> ApiResult<Json<AutostopStatus>> {
+    require_admin(&caller, "change autostop")?;
+    let cfg = if req.idle_after.trim() == "off" {
+        None
+    } else {
+        let idle_after: DurationSpec = req
+            .idle_after
+            .parse()
+            .map_err(|e| bad("idle_after", format!("{e}")))?;
+        let current = ctx.service.autostop_status();
+        let warn_before = DurationSpec::from_millis(
+            current
+                .warn_before
+                .parse::<DurationSpec>()
+                .map(|d| d.as_millis())
+                .unwrap_or(300_000)
+                .min(idle_after.as_millis() / 2),
+        );
+        Some(AutostopConfig {
+            idle_after,
+            util_percent: current.util_percent,
+            warn_before,
+            command: req.command.or(current.command),
+            dry_run: req.dry_run,
+        })
+    };
+    Ok(Json(ctx.service.set_autostop(cfg)?))
+}
+
+pub async fn schedules(State(ctx): State<AppState>) -> Json<Vec<ScheduleInfo>> {
+    Json(ctx.service.schedules())
+}
+
+pub async fn advice(State(ctx): State<AppState>, Path(id): Path<JobId>) -> ApiResult<Json<Advice>> {
+    Ok(Json(ctx.service.advice(id)?))
+}
