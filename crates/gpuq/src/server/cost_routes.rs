@@ -92,7 +92,11 @@ pub async fn set_autostop(
             idle_after,
             util_percent: current.util_percent,
             warn_before,
-            command: req.command.or(current.command),
+            // Without --command: the current one, else gpuq.toml's.
+            command: req
+                .command
+                .or(current.command)
+                .or_else(|| ctx.service.configured_autostop_command()),
             dry_run: req.dry_run,
         })
     };

@@ -334,6 +334,13 @@ impl Service {
         }
     }
 
+    pub fn configured_autostop_command(&self) -> Option<String> {
+        self.config
+            .autostop
+            .as_ref()
+            .and_then(|a| a.command.clone())
+    }
+
     /// `gpuq autostop 30m` / `off`: persisted, overrides `[autostop]` of the config.
     pub fn set_autostop(
         &self,
