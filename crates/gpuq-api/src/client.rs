@@ -378,4 +378,13 @@ impl Client {
         self.json(self.http.get(self.url(&format!("/v1/jobs/{id}/advice"))))
             .await
     }
+
+    pub async fn prices(
+        &self,
+        gpu: Option<&str>,
+    ) -> Result<Vec<gpuq_core::catalog::InstancePrice>, ApiError> {
+        let query: Vec<(&str, &str)> = gpu.map(|g| ("gpu", g)).into_iter().collect();
+        self.json(self.http.get(self.url("/v1/prices")).query(&query))
+            .await
+    }
 }

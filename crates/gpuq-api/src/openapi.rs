@@ -34,6 +34,7 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::AutostopRequest>();
     gen.subschema_for::<crate::ScheduleInfo>();
     gen.subschema_for::<crate::Advice>();
+    gen.subschema_for::<gpuq_core::catalog::InstancePrice>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -117,6 +118,11 @@ fn cost_paths() -> Value {
         "/v1/schedules": { "get": {
             "summary": "Cron schedules and their next runs",
             "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("ScheduleInfo") }), "Schedules"))
+        }},
+        "/v1/prices": { "get": {
+            "summary": "The price catalog in use: built-in rows (each with its source and date) and the cost.catalog overrides",
+            "parameters": [ { "name": "gpu", "in": "query", "schema": { "type": "string" }, "description": "Only this GPU model, e.g. A100-80GB" } ],
+            "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("InstancePrice") }), "Catalog rows"))
         }},
         "/v1/jobs/{id}/advice": { "get": {
             "summary": "Right-sizing advice from the job's telemetry and the price catalog",

@@ -11,7 +11,7 @@ const BUILTIN_GPUS: &str = include_str!("../catalog/gpus.csv");
 
 const INSTANCE_HEADER: &str = "provider,region,instance_type,gpu_model,gpus,gpu_memory_gib,vcpus,on_demand_usd_per_hour,spot_usd_per_hour,source,as_of";
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct InstancePrice {
     pub provider: String,
     pub region: String,

@@ -177,6 +177,17 @@ fn a_budget_refuses_what_it_cannot_pay_then_holds_and_stops_at_100_percent() {
         )),
         "{metrics}"
     );
+
+    // The admin raises the budget: the jobs the budget held run; a user's own hold would stay.
+    let mut d = d;
+    let config = std::fs::read_to_string(d.path().join("gpuq.toml")).unwrap();
+    std::fs::write(
+        d.path().join("gpuq.toml"),
+        config.replace("amount = 4.0", "amount = 1000.0"),
+    )
+    .unwrap();
+    d.restart();
+    assert_eq!(d.wait(queued)["state"], "succeeded");
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod hold;
 mod logs;
 mod ls;
 mod output;
+mod prices;
 mod requeue;
 mod run;
 mod schedules;
@@ -87,6 +88,8 @@ enum Command {
     Events(events::EventsArgs),
     /// What jobs cost, by user, project, job or day; budgets; monthly reports (--month, --format md|csv).
     Cost(cost::CostArgs),
+    /// The price catalog (instance types, on-demand and spot prices, sources).
+    Prices(prices::PricesArgs),
     /// Right-sizing: cheaper GPUs that fit a job, and hints from its telemetry.
     Advise(advise::AdviseArgs),
     /// Stop an idle node after a while (`gpuq autostop 30m`, `gpuq autostop off`).
@@ -205,6 +208,7 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Events(args) => events::run(&client, args).await,
         Command::Cost(args) => cost::run(&client, args).await,
         Command::Advise(args) => advise::run(&client, args).await,
+        Command::Prices(args) => prices::run(&client, args).await,
         Command::Autostop(args) => autostop::run(&client, args).await,
         Command::Schedules(args) => schedules::run(&client, args).await,
         Command::Usage(args) => usage::run(&client, args).await,

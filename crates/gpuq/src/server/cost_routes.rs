@@ -110,3 +110,30 @@ pub async fn schedules(State(ctx): State<AppState>) -> Json<Vec<ScheduleInfo>> {
 pub async fn advice(State(ctx): State<AppState>, Path(id): Path<JobId>) -> ApiResult<Json<Advice>> {
     Ok(Json(ctx.service.advice(id)?))
 }
+
+#[derive(Deserialize)]
+pub struct PricesQuery {
+    /// Only this GPU model (e.g. A100-80GB), case-insensitive.
+    gpu: Option<String>,
+}
+
+/// The price catalog this daemon uses (built-in rows, with `cost.catalog` overrides).
+pub async fn prices(
+    State(ctx): State<AppState>,
+    Query(q): Query<PricesQuery>,
+) -> Json<Vec<gpuq_core::catalog::InstancePrice>> {
+    let rows = ctx
+        .service
+        .pricing()
+        .catalog
+        .instances
+        .iter()
+        .filter(|r| {
+            q.gpu
+                .as_ref()
+                .is_none_or(|g| r.gpu_model.eq_ignore_ascii_case(g))
+        })
+        .cloned()
+        .collect();
+    Json(rows)
+}

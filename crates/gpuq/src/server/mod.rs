@@ -70,6 +70,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
             get(cost_routes::autostop).post(cost_routes::set_autostop),
         )
         .route("/v1/schedules", get(cost_routes::schedules))
+        .route("/v1/prices", get(cost_routes::prices))
         .route("/v1/jobs/:id/advice", get(cost_routes::advice))
         .route("/v1/events", get(feed::events))
         .route("/metrics", get(metrics::metrics))

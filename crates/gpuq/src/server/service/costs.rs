@@ -290,9 +290,49 @@ impl Service {
             }
             if s.exhausted {
                 self.apply_budget_action(b, s);
+            } else {
+                self.release_budget_holds(b, &statuses);
             }
         }
         self.raise(alerts);
+    }
+
+    /// A new period (or a raised budget): jobs the budget held go again, unless
+    /// another exhausted budget still covers them.
+    fn release_budget_holds(self: &Arc<Self>, b: &BudgetConfig, statuses: &[BudgetStatus]) {
+        let covered_by_spent = |user: &str, project: Option<&str>| {
+            self.config.budgets.iter().zip(statuses).any(|(other, st)| {
+                st.exhausted
+                    && (other.user.as_deref() == Some(user)
+                        || (other.project.is_some() && other.project.as_deref() == project))
+            })
+        };
+        let held: Vec<JobId> = {
+            let inner = self.lock();
+            inner
+                .pending
+                .values()
+                .filter(|p| p.held)
+                .filter(|p| match (&b.user, &b.project) {
+                    (Some(u), _) => *u == *p.user,
+                    (_, Some(pr)) => p.project.as_deref() == Some(pr.as_str()),
+                    _ => false,
+                })
+                .filter(|p| !covered_by_spent(&p.user, p.project.as_deref()))
+                .map(|p| p.id)
+                .collect()
+        };
+        for id in held {
+            // Only the budget's own holds: a user's `gpuq hold` stays.
+            let by_budget = self
+                .job(id)
+                .is_ok_and(|j| j.held_by.as_deref() == Some(BUDGET_HOLDER));
+            if by_budget {
+                if let Err(e) = self.hold(id, false, BUDGET_HOLDER) {
+                    tracing::warn!("budget: cannot release job {id}: {e}");
+                }
+            }
+        }
     }
 
     fn apply_budget_action(self: &Arc<Self>, b: &BudgetConfig, s: &BudgetStatus) {
