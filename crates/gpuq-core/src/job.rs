@@ -65,6 +65,9 @@ pub struct Attempt {
     /// Its price per hour (all its GPUs) on its node when it started; absent: no price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_per_hour: Option<crate::cost::Micros>,
+    /// The Slurm job that ran this attempt (Slurm backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<u64>,
 }
 
 /// One row of a job's history.

@@ -77,9 +77,13 @@ pub struct JobSpec {
     /// A multi-line script, executed by `bash -e -c` (stops at the first failing line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
-    /// Number of GPUs, all allocated at once on one node.
+    /// Number of GPUs, all allocated at once on one node (per node, with `nodes`).
     #[serde(default)]
     pub gpus: u32,
+    /// Nodes for a multi-node job (Slurm backend): `gpus` on each, started with
+    /// MASTER_ADDR, MASTER_PORT, NNODES and NODE_RANK set for torchrun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
     /// Only GPUs whose model contains this, case-insensitive (e.g. `A100`, `L4`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_type: Option<String>,
@@ -185,6 +189,14 @@ impl JobSpec {
                 return Err(SpecError::new(
                     "name",
                     format!("names are 1 to {MAX_NAME_LEN} printable characters"),
+                ));
+            }
+        }
+        if let Some(n) = self.nodes {
+            if n == 0 || n > 1024 {
+                return Err(SpecError::new(
+                    "nodes",
+                    format!("{n} nodes: give 1 to 1024"),
                 ));
             }
         }

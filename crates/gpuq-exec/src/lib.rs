@@ -1,10 +1,11 @@
-//! Backends that run jobs. Today: the local executor, which starts each attempt
+//! Backends that run jobs: Slurm (`slurm.rs`), and the local executor, which starts each attempt
 //! under a small supervisor process (`gpuq __supervise`) that owns the job's
 //! process group and records its exit status on disk, so a job outlives a
 //! daemon restart and its end is never missed.
 
 pub mod layout;
 pub mod local;
+pub mod slurm;
 pub mod supervisor;
 
 pub use layout::JobDir;

@@ -88,9 +88,24 @@ impl LocalExecutor {
         env
     }
 
-    /// Creates the job's directories and log, and returns the supervisor command,
-    /// ready to spawn (the caller chooses sync or async spawning).
-    pub fn prepare(&self, req: &LaunchRequest<'_>) -> Result<Command, ExecError> {
+    /// Creates the job's directories, metrics file and log for a job that another
+    /// program starts (Slurm's slurmstepd opens the log as the job's user).
+    pub fn prepare_files(&self, req: &LaunchRequest<'_>) -> Result<(), ExecError> {
+        self.prepare_dirs(req)?;
+        let log_path = self.job_dir(req.job).log(req.attempt);
+        let io_err = |source| ExecError::JobDir {
+            path: log_path.display().to_string(),
+            source,
+        };
+        open_private(&log_path, true).map_err(io_err)?;
+        if let Some(account) = req.run_as {
+            std::os::unix::fs::lchown(&log_path, Some(account.uid), Some(account.gid))
+                .map_err(io_err)?;
+        }
+        Ok(())
+    }
+
+    fn prepare_dirs(&self, req: &LaunchRequest<'_>) -> Result<(), ExecError> {
         let dir = self.job_dir(req.job);
         let io_err = |p: &Path| {
             let path = p.display().to_string();
@@ -114,6 +129,18 @@ impl LocalExecutor {
                     .map_err(io_err(&p))?;
             }
         }
+        Ok(())
+    }
+
+    /// Creates the job's directories and log, and returns the supervisor command,
+    /// ready to spawn (the caller chooses sync or async spawning).
+    pub fn prepare(&self, req: &LaunchRequest<'_>) -> Result<Command, ExecError> {
+        self.prepare_dirs(req)?;
+        let dir = self.job_dir(req.job);
+        let io_err = |p: &Path| {
+            let path = p.display().to_string();
+            move |source| ExecError::JobDir { path, source }
+        };
         let log_path = dir.log(req.attempt);
         let log = open_private(&log_path, true).map_err(io_err(&log_path))?;
         let log_err = log.try_clone().map_err(io_err(&log_path))?;

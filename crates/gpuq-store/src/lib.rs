@@ -360,6 +360,64 @@ impl Store {
         })
     }
 
+    /// Records the Slurm job id of an attempt (right after `sbatch` answered).
+    pub fn set_slurm_job(
+        &mut self,
+        job: JobId,
+        attempt: u32,
+        slurm_id: u64,
+        now: Millis,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE attempts SET slurm_job_id = ?3 WHERE job_id = ?1 AND attempt = ?2",
+                params![job, attempt, slurm_id],
+            )?;
+            insert_event(
+                tx,
+                now,
+                job,
+                "submitted_to_slurm",
+                &format!("attempt {attempt}: Slurm job {slurm_id}"),
+            )
+        })
+    }
+
+    /// The attempt began running now (a backend that queues: Slurm): its start,
+    /// and the job's, move to `at`, and its price applies from here (a job
+    /// waiting in Slurm's queue costs nothing).
+    /// With `nodes` `None`, the attempt never ran (ended while Slurm held it):
+    /// only its start moves, so it is charged nothing, and no event is written.
+    pub fn set_attempt_started(
+        &mut self,
+        job: JobId,
+        attempt: u32,
+        at: Millis,
+        nodes: Option<&str>,
+        rate: Option<Micros>,
+    ) -> Result<()> {
+        let Some(nodes) = nodes else {
+            return self.write(|tx| {
+                tx.execute(
+                    "UPDATE attempts SET started_at = ?3 WHERE job_id = ?1 AND attempt = ?2",
+                    params![job, attempt, at],
+                )
+                .map(|_| ())
+            });
+        };
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE attempts SET started_at = ?3, node = ?4, rate_micros = ?5 WHERE job_id = ?1 AND attempt = ?2",
+                params![job, attempt, at, nodes, rate.map(|r| r.0)],
+            )?;
+            tx.execute(
+                "UPDATE jobs SET started_at = ?2, node = ?3 WHERE id = ?1",
+                params![job, at, nodes],
+            )?;
+            insert_event(tx, at, job, "running", &format!("attempt {attempt} running on {nodes}"))
+        })
+    }
+
     /// Records why an attempt is being stopped, before any signal is sent.
     pub fn set_stop(
         &mut self,
@@ -558,7 +616,8 @@ impl Store {
 
     pub fn attempts(&self, job: JobId) -> Result<Vec<Attempt>> {
         let mut stmt = self.conn.prepare(
-            "SELECT job_id, attempt, node, gpus, started_at, ended_at, exit_code, signal, reason, gpu_usage, rate_micros FROM attempts \
+            "SELECT job_id, attempt, node, gpus, started_at, ended_at, exit_code, signal, reason, gpu_usage, rate_micros, \
+             slurm_job_id FROM attempts \
              WHERE job_id = ?1 ORDER BY attempt",
         )?;
         let rows = stmt.query_map([job], |r| {
@@ -577,6 +636,7 @@ impl Store {
                     .get::<_, Option<String>>(9)?
                     .and_then(|u| serde_json::from_str(&u).ok()),
                 rate_per_hour: r.get::<_, Option<i64>>(10)?.map(Micros),
+                slurm_job_id: r.get(11)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

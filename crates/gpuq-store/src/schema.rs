@@ -85,6 +85,9 @@ CREATE TABLE alerts (
 ALTER TABLE attempts ADD COLUMN rate_micros INTEGER;
 ALTER TABLE jobs ADD COLUMN cost_micros INTEGER;
 "#,
+    r#"
+ALTER TABLE attempts ADD COLUMN slurm_job_id INTEGER;
+"#,
 ];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is

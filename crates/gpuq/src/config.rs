@@ -56,6 +56,15 @@
 //! command = "shutdown -h now"    # or a cloud CLI call; without a command the queue is drained
 //! dry_run = false
 //!
+//! backend = "slurm"             # top level: run jobs through Slurm (default: local)
+//! [slurm]
+//! partition = "gpu"             # sbatch defaults
+//! account = "lab"
+//! qos = "normal"
+//! max_gpus = 64                 # GPUs gpuq hands to Slurm at once (its admission limit)
+//! poll_interval = "2s"          # one squeue (and sacct) per interval for all jobs
+//! extra_args = ["--mem-per-gpu=16G"]
+//!
 //! [[schedules]]
 //! name = "nightly-eval"
 //! cron = "0 2 * * *"             # minute hour day month weekday (6 fields: seconds first)
@@ -96,6 +105,45 @@ pub struct Config {
     pub autostop: Option<AutostopConfig>,
     #[serde(default)]
     pub schedules: Vec<ScheduleConfig>,
+    #[serde(default)]
+    pub backend: BackendKind,
+    #[serde(default)]
+    pub slurm: SlurmConfig,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    #[default]
+    Local,
+    Slurm,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmConfig {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    #[serde(default = "default_slurm_gpus")]
+    pub max_gpus: u32,
+    #[serde(default = "default_poll")]
+    pub poll_interval: DurationSpec,
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        toml::from_str("").expect("every slurm field has a default")
+    }
+}
+
+fn default_slurm_gpus() -> u32 {
+    64
+}
+fn default_poll() -> DurationSpec {
+    DurationSpec::from_secs(2)
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

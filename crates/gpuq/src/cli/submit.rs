@@ -54,6 +54,9 @@ pub struct SubmitArgs {
     /// May be stopped and requeued for higher-priority work.
     #[arg(long)]
     preemptible: bool,
+    /// Nodes for a multi-node job (Slurm backend); --gpus is then per node.
+    #[arg(long)]
+    nodes: Option<u32>,
     /// Print the job as JSON.
     #[arg(long)]
     pub json: bool,
@@ -132,6 +135,9 @@ impl SubmitArgs {
         }
         spec.after.extend(self.after.iter().copied());
         spec.preemptible |= self.preemptible;
+        if self.nodes.is_some() {
+            spec.nodes = self.nodes;
+        }
         spec.validate()
             .map_err(|e| CliError::usage(e.to_string()))?;
         Ok(spec)

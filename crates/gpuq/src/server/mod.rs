@@ -135,7 +135,24 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(home.join(name), std::fs::Permissions::from_mode(0o600));
     }
-    let discovery = gpuq_gpu::discover(&opts.gpus);
+    let slurm_mode = opts.config.backend == crate::config::BackendKind::Slurm;
+    let (gpu_source, discovery) = if slurm_mode {
+        // Slurm places jobs on its nodes' GPUs; this host's GPUs are not scheduled.
+        let c = &opts.config.slurm;
+        let summary = format!(
+            "Slurm backend: jobs go to Slurm (partition {}); gpuq hands it up to {} GPUs at once",
+            c.partition.as_deref().unwrap_or("default"),
+            c.max_gpus
+        );
+        let d = gpuq_gpu::Discovery {
+            gpus: vec![],
+            links: vec![],
+            summary,
+        };
+        (gpuq_gpu::GpuSource::None, d)
+    } else {
+        (opts.gpus.clone(), gpuq_gpu::discover(&opts.gpus))
+    };
     tracing::info!("{}", discovery.summary);
 
     let explicit = opts.listen.is_some();
@@ -165,20 +182,58 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         &opts.config.admins,
         opts.config.single_user,
     ));
-    let schedulable = gpuq_core::Node {
-        name: node.clone(),
-        gpus: discovery.gpus.iter().map(|g| g.index).collect(),
-        slots,
-        attrs: discovery
-            .gpus
-            .iter()
-            .map(|g| gpuq_core::scheduler::GpuAttrs {
-                model: g.model.clone(),
-                memory_mib: g.memory_mib,
-            })
-            .collect(),
-        links: discovery.links.clone(),
+    let schedulable = if slurm_mode {
+        // Admission slots: gpuq's own rules (dependencies, quotas, budgets) decide
+        // what goes to Slurm, up to max_gpus at once; Slurm decides where.
+        let n = opts.config.slurm.max_gpus;
+        gpuq_core::Node {
+            name: "slurm".into(),
+            gpus: (0..n).collect(),
+            slots: slots.max(n),
+            attrs: (0..n)
+                .map(|_| gpuq_core::scheduler::GpuAttrs {
+                    model: "Slurm".into(),
+                    memory_mib: u64::MAX / 2,
+                })
+                .collect(),
+            links: vec![vec![0; n as usize]; n as usize],
+        }
+    } else {
+        gpuq_core::Node {
+            name: node.clone(),
+            gpus: discovery.gpus.iter().map(|g| g.index).collect(),
+            slots,
+            attrs: discovery
+                .gpus
+                .iter()
+                .map(|g| gpuq_core::scheduler::GpuAttrs {
+                    model: g.model.clone(),
+                    memory_mib: g.memory_mib,
+                })
+                .collect(),
+            links: discovery.links.clone(),
+        }
     };
+    let slurm = slurm_mode.then(|| {
+        let c = &opts.config.slurm;
+        use sha2::Digest;
+        let tag: String = sha2::Sha256::digest(home.display().to_string().as_bytes())
+            .iter()
+            .take(4)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        gpuq_exec::slurm::SlurmBackend::new(
+            &home,
+            gpuq_exec::slurm::SlurmDefaults {
+                partition: c.partition.clone(),
+                account: c.account.clone(),
+                qos: c.qos.clone(),
+                extra_args: c.extra_args.clone(),
+            },
+            tag,
+        )
+    });
+    let slurm_poll = opts.config.slurm.poll_interval.as_std();
     let alert_out = notify::spawn(opts.config.alerts.webhooks.clone(), node.clone());
     let interval = opts.config.telemetry.interval.as_std();
     let service = Service::new(
@@ -191,6 +246,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         service::Extras {
             alert_out,
             pricing: opts.pricing,
+            slurm,
         },
     )?;
     service.recover()?;
@@ -198,10 +254,13 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     tokio::spawn(service.clone().housekeeping_loop());
     sampler::spawn(
         service.clone(),
-        opts.gpus.clone(),
+        gpu_source,
         discovery.gpus.clone(),
         interval,
     );
+    if slurm_mode {
+        tokio::spawn(service.clone().slurm_poll_loop(slurm_poll));
+    }
 
     let info = ServerInfo {
         version: env!("CARGO_PKG_VERSION").into(),

@@ -411,9 +411,16 @@ impl Service {
         }))
     }
 
-    /// The cost of a job so far: its ended attempts (stored) plus the running one.
+    /// The live part of a running job: the running attempt's cost so far, and
+    /// Slurm's state when Slurm runs it.
     pub fn live_cost(&self, job: &mut gpuq_core::Job, now: Millis) {
         if job.state != JobState::Running {
+            return;
+        }
+        if let Some(r) = self.slurm_reason(job.id) {
+            job.reason = Some(r);
+        }
+        if !self.started_in_backend(job.id) {
             return;
         }
         let inner = self.lock();

@@ -34,6 +34,13 @@ impl Service {
                 .explain_queued()?
                 .remove(&id)
                 .unwrap_or_else(|| "about to start".into()),
+            JobState::Running if self.slurm.is_some() => match self.slurm_reason(id) {
+                Some(r) => format!("handed to Slurm (attempt {}): {r}", job.attempt),
+                None => format!(
+                    "handed to Slurm (attempt {}): waiting for its first report",
+                    job.attempt
+                ),
+            },
             JobState::Running => {
                 let gpus = job
                     .gpus

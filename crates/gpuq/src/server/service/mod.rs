@@ -12,6 +12,7 @@ pub mod monitoring;
 mod outcome;
 mod recovery;
 mod scheduling;
+mod slurm;
 mod stop;
 mod usage;
 
@@ -75,6 +76,8 @@ struct RunningAttempt {
     failures: u32,
     /// Price per hour of this attempt (recorded with it in the store).
     rate: Option<gpuq_core::cost::Micros>,
+    /// The Slurm job running this attempt (Slurm backend), once sbatch answered.
+    slurm_id: Option<u64>,
 }
 
 struct Inner {
@@ -108,12 +111,16 @@ pub struct Service {
     pricing: crate::pricing::Pricing,
     /// Schedules, autostop and budget checks (the once-a-second duties).
     housekeeping: Mutex<housekeeping::Housekeeping>,
+    /// The Slurm backend, when `backend = "slurm"`; jobs run locally otherwise.
+    slurm: Option<gpuq_exec::slurm::SlurmBackend>,
+    slurm_tracked: Mutex<HashMap<JobId, slurm::Tracked>>,
 }
 
 /// What the service needs besides its core parts.
 pub struct Extras {
     pub alert_out: Option<tokio::sync::mpsc::UnboundedSender<gpuq_core::alerts::Alert>>,
     pub pricing: crate::pricing::Pricing,
+    pub slurm: Option<gpuq_exec::slurm::SlurmBackend>,
 }
 
 impl Service {
@@ -186,6 +193,8 @@ impl Service {
                 now,
             )),
             pricing: extras.pricing,
+            slurm: extras.slurm,
+            slurm_tracked: Mutex::new(HashMap::new()),
             identity,
             config,
             inner: Mutex::new(inner),
@@ -234,6 +243,24 @@ impl Service {
         let spec = req.spec;
         spec.validate()?;
         let largest = self.largest_node_gpus();
+        let nodes = spec.nodes.unwrap_or(1);
+        if nodes > 1 && self.slurm.is_none() {
+            return Err(SpecError::new(
+                "nodes",
+                format!("{nodes} nodes: multi-node jobs need the Slurm backend (backend = \"slurm\" in gpuq.toml); this daemon runs jobs on one node"),
+            )
+            .into());
+        }
+        if spec.gpus.saturating_mul(nodes) > largest && self.slurm.is_some() {
+            return Err(SpecError::new(
+                "gpus",
+                format!(
+                    "job asks for {} GPUs in all; gpuq hands Slurm at most {largest} at once (slurm.max_gpus)",
+                    spec.gpus.saturating_mul(nodes)
+                ),
+            )
+            .into());
+        }
         if spec.gpus > largest {
             return Err(SpecError::new(
                 "gpus",

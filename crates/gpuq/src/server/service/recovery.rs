@@ -85,6 +85,7 @@ impl Service {
                         spec: Some(Arc::new(spec.clone())),
                         failures: job.failures,
                         rate,
+                        slurm_id: None,
                     },
                 );
                 out.push((job, stop, rebooted));
@@ -93,6 +94,19 @@ impl Service {
         };
         for (job, stop, rebooted) in running {
             let (id, attempt) = (job.id, job.attempt);
+            if self.slurm.is_some() {
+                let recorded = self
+                    .with_store(|s| s.attempts(id))
+                    .ok()
+                    .and_then(|all| all.into_iter().find(|a| a.attempt == attempt))
+                    .and_then(|a| a.slurm_job_id);
+                self.set_stop_state(id, stop.clone());
+                self.slurm_reattach(id, attempt, recorded);
+                if let Some(stop) = stop {
+                    self.stop(id, stop.cause);
+                }
+                continue;
+            }
             // Probe the lock before reading the record: a supervisor that ends between
             // the two steps has written its record before releasing the lock, so this
             // order never mistakes a finished attempt for one that never ran.

@@ -100,7 +100,12 @@ impl Service {
                     Decision::Start { job, node, gpus } => starts.push(StartRecord {
                         job,
                         node: self.nodes[node].name.clone(),
-                        rate: self.pricing.rate(gpus.len() as u32),
+                        // On Slurm the price applies once Slurm starts the job.
+                        rate: if self.slurm.is_some() {
+                            None
+                        } else {
+                            self.pricing.rate(gpus.len() as u32)
+                        },
                         gpus,
                     }),
                     Decision::Fail { job, reason } => fails.push((job, JobState::Failed, reason)),
@@ -155,6 +160,7 @@ impl Service {
                         spec: spec.map(|s| Arc::new(s.clone())),
                         failures: info.as_ref().map(|i| i.failures).unwrap_or(0),
                         rate: start.rate,
+                        slurm_id: None,
                     },
                 );
                 launches.push((
@@ -202,6 +208,22 @@ impl Service {
         user: &str,
         info: Result<gpuq_store::LaunchInfo, String>,
     ) {
+        if self.slurm.is_some() {
+            match info {
+                Ok(info) => self.launch_slurm(id, attempt, user, info),
+                Err(why) => self.attempt_ended(
+                    id,
+                    attempt,
+                    Some(ExitRecord {
+                        exit_code: None,
+                        signal: None,
+                        spawn_error: Some(why),
+                        ended_at_ms: now_ms(),
+                    }),
+                ),
+            }
+            return;
+        }
         let spawned = info.and_then(|info| {
             // A daemon run as root runs each job as the user who submitted it.
             let run_as = if self.identity.multi_user() && user != self.identity.owner {

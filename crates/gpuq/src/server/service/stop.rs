@@ -143,7 +143,15 @@ impl Service {
                     stop.step = step;
                 }
             }
-            if self.executor.signal(id, attempt, signal).unwrap_or(false) {
+            if self.slurm.is_some() {
+                // Until sbatch answers there is nothing to signal; then scancel.
+                let slurm_id = self.lock().running.get(&id).and_then(|r| r.slurm_id);
+                if let Some(slurm_id) = slurm_id {
+                    if self.slurm_signal(id, slurm_id, signal) {
+                        return true;
+                    }
+                }
+            } else if self.executor.signal(id, attempt, signal).unwrap_or(false) {
                 return true;
             }
             tokio::time::sleep(pause).await;

@@ -1,0 +1,473 @@
+//! The Slurm backend: an attempt is a batch job submitted with `sbatch` from a
+//! generated script, tracked with one batched `squeue` (and `sacct` once it has
+//! left the queue), and stopped with `scancel`. Slurm places the job; the job
+//! contract (environment, log, checkpoint directory, exit 75) is the same as on
+//! the local backend.
+
+use crate::layout::JobDir;
+use crate::ExitRecord;
+use gpuq_core::JobId;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Defaults for every submission (`[slurm]` in gpuq.toml).
+#[derive(Debug, Clone, Default)]
+pub struct SlurmDefaults {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// Extra `sbatch` arguments, as given.
+    pub extra_args: Vec<String>,
+}
+
+/// One attempt to submit.
+pub struct SlurmSubmit<'a> {
+    pub job: JobId,
+    pub attempt: u32,
+    pub name: Option<&'a str>,
+    pub nodes: u32,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    pub argv: &'a [String],
+    pub cwd: &'a str,
+    /// The job contract's environment (the CUDA variables are Slurm's to set).
+    pub env: &'a BTreeMap<String, String>,
+    /// Minutes for `--time`; `None`: the partition's limit.
+    pub time_minutes: Option<u64>,
+    /// `--signal`: the signal and its lead in seconds.
+    pub early_signal: Option<(&'a str, u64)>,
+    pub preemptible: bool,
+    /// Submit as this user (`runuser -u USER -- sbatch`); `None`: as the daemon.
+    pub user: Option<&'a str>,
+}
+
+/// What Slurm says about a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmStatus {
+    /// Slurm's state, e.g. `PENDING`, `RUNNING`, `COMPLETED`, `TIMEOUT`.
+    pub state: String,
+    /// Why it pends (`Resources`, `Priority`, …) or `None`.
+    pub reason: Option<String>,
+    pub nodes: Option<String>,
+    /// From sacct once it ended: exit code and the signal that killed it.
+    pub exit: Option<(i32, i32)>,
+}
+
+impl SlurmStatus {
+    pub fn is_pending(&self) -> bool {
+        matches!(
+            self.state.as_str(),
+            "PENDING" | "CONFIGURING" | "REQUEUED" | "REQUEUE_HOLD" | "RESV_DEL_HOLD"
+        )
+    }
+    pub fn is_running(&self) -> bool {
+        matches!(
+            self.state.as_str(),
+            "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT"
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmError {
+    #[error("cannot run {command}: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("{command} failed: {stderr}")]
+    Failed { command: String, stderr: String },
+    #[error("cannot write the batch script {path}: {source}")]
+    Script {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("unexpected output from {command}: {output:?}")]
+    Parse { command: String, output: String },
+}
+
+pub struct SlurmBackend {
+    home: PathBuf,
+    defaults: SlurmDefaults,
+    /// A tag in every job name, so a restarted daemon finds its own jobs.
+    tag: String,
+}
+
+/// Quotes a string for a POSIX shell.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl SlurmBackend {
+    pub fn new(home: &std::path::Path, defaults: SlurmDefaults, tag: String) -> Self {
+        Self {
+            home: home.to_path_buf(),
+            defaults,
+            tag,
+        }
+    }
+
+    /// The Slurm job name of an attempt: unique per daemon home, job and attempt.
+    pub fn job_name(&self, job: JobId, attempt: u32) -> String {
+        format!("gpuq-{}-{job}-{attempt}", self.tag)
+    }
+
+    /// The batch script. The job runs as a child of the batch shell, which
+    /// forwards the stop signals to it, waits, and records its exit status in
+    /// the attempt's exit record (as the local supervisor does).
+    pub fn script(&self, s: &SlurmSubmit<'_>) -> String {
+        let dir = JobDir::new(&self.home, s.job);
+        let mut out = String::from("#!/bin/bash\n");
+        let mut directive = |d: String| out.push_str(&format!("#SBATCH {d}\n"));
+        directive(format!("--job-name={}", self.job_name(s.job, s.attempt)));
+        directive(format!("--output={}", dir.log(s.attempt).display()));
+        directive(format!("--chdir={}", s.cwd));
+        directive(format!("--nodes={}", s.nodes.max(1)));
+        directive("--ntasks-per-node=1".into());
+        if s.gpus_per_node > 0 {
+            directive(format!("--gres=gpu:{}", s.gpus_per_node));
+        }
+        if let Some(m) = s.time_minutes {
+            directive(format!("--time={}", m.max(1)));
+        }
+        if let Some((sig, lead)) = s.early_signal {
+            // B: to the batch shell, which forwards it to the job.
+            directive(format!("--signal=B:{sig}@{lead}"));
+        }
+        directive(
+            if s.preemptible {
+                "--requeue"
+            } else {
+                "--no-requeue"
+            }
+            .into(),
+        );
+        for (flag, value) in [
+            ("partition", &self.defaults.partition),
+            ("account", &self.defaults.account),
+            ("qos", &self.defaults.qos),
+        ] {
+            if let Some(v) = value {
+                directive(format!("--{flag}={v}"));
+            }
+        }
+        out.push_str("set -u\n");
+        for (k, v) in s.env {
+            if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.starts_with("SLURM_")
+            {
+                out.push_str(&format!("export {k}={}\n", sh_quote(v)));
+            }
+        }
+        out.push_str(
+            "export CUDA_DEVICE_ORDER=PCI_BUS_ID\nexport GPUQ_SLURM_JOB_ID=\"$SLURM_JOB_ID\"\n",
+        );
+        let argv: Vec<String> = s.argv.iter().map(|a| sh_quote(a)).collect();
+        let command = argv.join(" ");
+        let exit_file = dir.exit_record(s.attempt);
+        if s.nodes > 1 {
+            // One task per node; each learns its rank from srun (torchrun reads these).
+            out.push_str(
+                "export NNODES=\"$SLURM_JOB_NUM_NODES\" WORLD_SIZE=\"$SLURM_JOB_NUM_NODES\"\n\
+                 export MASTER_ADDR=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)\"\n\
+                 export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n",
+            );
+            out.push_str(&format!(
+                "srun --kill-on-bad-exit=1 bash -c 'export NODE_RANK=$SLURM_NODEID; exec \"$@\"' gpuq-rank {command} &\n"
+            ));
+        } else {
+            out.push_str("export NNODES=1 NODE_RANK=0\n");
+            out.push_str(&format!("{command} &\n"));
+        }
+        out.push_str(&format!(
+            "child=$!\n\
+             for sig in TERM INT HUP USR1 USR2; do trap \"kill -$sig $child 2>/dev/null\" $sig; done\n\
+             while true; do wait $child; status=$?; kill -0 $child 2>/dev/null || break; done\n\
+             if [ $status -gt 128 ]; then rec='\"exit_code\":null,\"signal\":'$((status - 128)); else rec='\"exit_code\":'$status',\"signal\":null'; fi\n\
+             printf '{{%s,\"ended_at_ms\":%s}}' \"$rec\" \"$(date +%s%3N)\" > {tmp} && mv -f {tmp} {exit}\n\
+             exit $status\n",
+            tmp = sh_quote(&format!("{}.tmp", exit_file.display())),
+            exit = sh_quote(&exit_file.display().to_string()),
+        ));
+        out
+    }
+
+    /// Writes the script into the job directory and submits it; returns Slurm's job id.
+    pub fn submit(&self, s: &SlurmSubmit<'_>) -> Result<u64, SlurmError> {
+        let dir = JobDir::new(&self.home, s.job);
+        let path = dir.root().join(format!("attempt-{}.sbatch", s.attempt));
+        write_private(&path, self.script(s).as_bytes()).map_err(|source| SlurmError::Script {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut args: Vec<String> = vec!["--parsable".into()];
+        args.extend(self.defaults.extra_args.iter().cloned());
+        args.push(path.display().to_string());
+        let out = run_as(s.user, "sbatch", &args)?;
+        // --parsable prints "id" or "id;cluster".
+        let id = out.trim().split(';').next().unwrap_or("");
+        id.parse().map_err(|_| SlurmError::Parse {
+            command: "sbatch".into(),
+            output: out.clone(),
+        })
+    }
+
+    /// The state of many jobs at once: one `squeue` call, and one `sacct` for
+    /// those that left the queue. A job neither lists is absent from the map.
+    pub fn query(&self, ids: &[u64]) -> Result<HashMap<u64, SlurmStatus>, SlurmError> {
+        let mut out = HashMap::new();
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+        let text = run_as(
+            None,
+            "squeue",
+            &[
+                "-h",
+                "-t",
+                "all",
+                "-o",
+                "%i|%T|%r|%N",
+                "-j",
+                &list.join(","),
+            ]
+            .map(String::from),
+        )
+        .or_else(|e| match e {
+            // squeue fails when every id has been purged from its memory.
+            SlurmError::Failed { ref stderr, .. } if stderr.contains("Invalid job id") => {
+                Ok(String::new())
+            }
+            other => Err(other),
+        })?;
+        out.extend(parse_squeue(&text));
+        let ended: Vec<String> = ids
+            .iter()
+            .filter(|id| {
+                out.get(id)
+                    .is_none_or(|s| !s.is_pending() && !s.is_running())
+            })
+            .map(u64::to_string)
+            .collect();
+        if !ended.is_empty() {
+            // -c: the job completion log (works without slurmdbd); plain sacct otherwise.
+            let fields = [
+                "-n",
+                "-P",
+                "-o",
+                "JobID,State,ExitCode",
+                "-j",
+                &ended.join(","),
+            ];
+            let mut args: Vec<String> = vec!["-c".into()];
+            args.extend(fields.iter().map(|s| s.to_string()));
+            let acct = run_as(None, "sacct", &args)
+                .or_else(|_| run_as(None, "sacct", &fields.map(String::from)))
+                .unwrap_or_default();
+            for (id, status) in parse_sacct(&acct) {
+                out.entry(id)
+                    .and_modify(|s| s.exit = status.exit)
+                    .or_insert(status);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Finds this daemon's job for an attempt by its name (after a crash between
+    /// the start commit and the recorded id).
+    pub fn find(&self, job: JobId, attempt: u32) -> Result<Option<u64>, SlurmError> {
+        let name = self.job_name(job, attempt);
+        let text = run_as(
+            None,
+            "squeue",
+            &["-h", "-t", "all", "-o", "%i", "--name", &name].map(String::from),
+        )?;
+        Ok(text.lines().filter_map(|l| l.trim().parse().ok()).max())
+    }
+
+    /// Sends `signal` to the job's batch shell (which forwards it to the job).
+    pub fn signal(&self, id: u64, signal: &str, user: Option<&str>) -> Result<(), SlurmError> {
+        run_as(
+            user,
+            "scancel",
+            &["-b", "-s", signal, &id.to_string()].map(String::from),
+        )
+        .map(|_| ())
+    }
+
+    /// Cancels the job (Slurm sends SIGTERM, then SIGKILL after its KillWait).
+    pub fn cancel(&self, id: u64, user: Option<&str>) -> Result<(), SlurmError> {
+        run_as(user, "scancel", &[id.to_string()]).map(|_| ())
+    }
+
+    /// The exit record the batch script wrote, if it got that far.
+    pub fn exit_record(&self, job: JobId, attempt: u32) -> Option<ExitRecord> {
+        ExitRecord::read(&JobDir::new(&self.home, job), attempt)
+    }
+}
+
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o700)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
+/// Runs a Slurm command (as `user` through `runuser` when given); stdout on success.
+fn run_as(user: Option<&str>, program: &str, args: &[String]) -> Result<String, SlurmError> {
+    let mut cmd = match user {
+        Some(u) => {
+            let mut c = Command::new("runuser");
+            c.args(["-u", u, "--", program]);
+            c
+        }
+        None => Command::new(program),
+    };
+    cmd.args(args);
+    let shown = format!("{program} {}", args.join(" "));
+    let out = cmd.output().map_err(|source| SlurmError::Spawn {
+        command: program.to_string(),
+        source,
+    })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(SlurmError::Failed {
+            command: shown,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// `%i|%T|%r|%N` lines.
+pub fn parse_squeue(text: &str) -> HashMap<u64, SlurmStatus> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.trim().split('|');
+            let id = f.next()?.trim().parse().ok()?;
+            let state = f.next()?.trim().to_string();
+            let reason = f
+                .next()
+                .map(str::trim)
+                .filter(|r| !r.is_empty() && *r != "None")
+                .map(str::to_string);
+            let nodes = f
+                .next()
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string);
+            Some((
+                id,
+                SlurmStatus {
+                    state,
+                    reason,
+                    nodes,
+                    exit: None,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// `JobID|State|ExitCode` lines (`-P -n`); steps (`123.batch`) are skipped; the
+/// exit code is `code:signal`; a state may carry a suffix (`CANCELLED by 0`).
+pub fn parse_sacct(text: &str) -> HashMap<u64, SlurmStatus> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.trim().split('|');
+            let id = f.next()?.trim().parse().ok()?;
+            let state = f
+                .next()?
+                .split_whitespace()
+                .next()?
+                .trim_end_matches('+')
+                .to_string();
+            let (code, sig) = f.next()?.trim().split_once(':')?;
+            let exit = Some((code.parse().ok()?, sig.parse().ok()?));
+            Some((
+                id,
+                SlurmStatus {
+                    state,
+                    reason: None,
+                    nodes: None,
+                    exit,
+                },
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_carries_the_contract_and_forwards_signals() {
+        let home = tempfile::tempdir().unwrap();
+        let b = SlurmBackend::new(
+            home.path(),
+            SlurmDefaults {
+                partition: Some("gpu".into()),
+                ..Default::default()
+            },
+            "abc".into(),
+        );
+        let env: BTreeMap<String, String> = [
+            ("GPUQ_JOB_ID", "7"),
+            ("ODD", "it's $HOME"),
+            ("SLURM_X", "no"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let argv = vec!["python".to_string(), "train.py".into(), "--lr=3e-4".into()];
+        let s = b.script(&SlurmSubmit {
+            job: 7,
+            attempt: 2,
+            name: None,
+            nodes: 1,
+            gpus_per_node: 2,
+            argv: &argv,
+            cwd: "/work",
+            env: &env,
+            time_minutes: Some(90),
+            early_signal: Some(("USR1", 90)),
+            preemptible: true,
+            user: None,
+        });
+        for want in [
+            "#SBATCH --job-name=gpuq-abc-7-2",
+            "#SBATCH --gres=gpu:2",
+            "#SBATCH --time=90",
+            "#SBATCH --signal=B:USR1@90",
+            "#SBATCH --requeue",
+            "#SBATCH --partition=gpu",
+            "export ODD='it'\\''s $HOME'",
+            "'python' 'train.py' '--lr=3e-4' &",
+            "attempt-2.exit",
+        ] {
+            assert!(s.contains(want), "missing {want:?} in\n{s}");
+        }
+        assert!(!s.contains("SLURM_X"), "Slurm's own variables are Slurm's");
+    }
+
+    #[test]
+    fn squeue_and_sacct_lines_parse() {
+        let q = parse_squeue("12|PENDING|Resources|\n13|RUNNING|None|n1\njunk\n");
+        assert_eq!(q[&12].reason.as_deref(), Some("Resources"));
+        assert!(q[&12].is_pending() && q[&13].is_running());
+        assert_eq!(q[&13].nodes.as_deref(), Some("n1"));
+        let a = parse_sacct("12|COMPLETED|0:0\n12.batch|COMPLETED|0:0\n13|FAILED|3:0\n14|CANCELLED by 0|0:15\n15|TIMEOUT|0:0\n");
+        assert_eq!(a[&13].exit, Some((3, 0)));
+        assert_eq!(a[&14].state, "CANCELLED");
+        assert_eq!(a[&14].exit, Some((0, 15)));
+        assert_eq!(a.len(), 4);
+    }
+}

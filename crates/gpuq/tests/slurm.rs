@@ -1,0 +1,201 @@
+//! The Slurm backend against a real slurmctld and two slurmd on this host
+//! (`bash tests/slurm/run` starts them, with four stand-in GPUs, two per node).
+#![cfg(feature = "slurm-tests")]
+
+mod common;
+
+use common::{eventually, Daemon};
+use serde_json::Value;
+use std::time::Duration;
+
+const CONFIG: &str =
+    "backend = \"slurm\"\n[slurm]\npartition = \"gpu\"\npoll_interval = \"300ms\"\nmax_gpus = 8\n";
+
+fn slurm() -> Daemon {
+    assert!(
+        std::env::var_os("SLURM_CONF").is_some(),
+        "run these through `bash tests/slurm/run`, which starts Slurm"
+    );
+    Daemon::start_with_config("none", CONFIG)
+}
+
+fn log(d: &Daemon, id: u64) -> String {
+    d.ok(&["logs", &id.to_string()])
+}
+
+fn slurm_id(d: &Daemon, id: u64, attempt: usize) -> u64 {
+    d.show(id)["attempts"][attempt - 1]["slurm_job_id"]
+        .as_u64()
+        .expect("a Slurm job id")
+}
+
+fn wait_running_in_slurm(d: &Daemon, id: u64) {
+    assert!(
+        eventually(Duration::from_secs(60), || d
+            .ok(&["explain", &id.to_string()])
+            .contains("Slurm: RUNNING")),
+        "job {id} never ran in Slurm: {}",
+        d.ok(&["explain", &id.to_string()])
+    );
+}
+
+#[test]
+fn a_job_runs_through_slurm_with_the_same_contract_and_exit_code() {
+    let d = slurm();
+    let out = d.gpuq(&[
+        "run",
+        "--gpus",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo gpus=$CUDA_VISIBLE_DEVICES job=$GPUQ_JOB_ID attempt=$GPUQ_ATTEMPT; echo ckpt=$GPUQ_CHECKPOINT_DIR; exit 3",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}\n{}",
+        common::stdout(&out),
+        d.daemon_log()
+    );
+    let text = common::stdout(&out);
+    assert!(
+        text.contains("gpus=0,1 job=1 attempt=1"),
+        "Slurm sets the GPUs: {text}"
+    );
+    assert!(text.contains("/jobs/1/checkpoints"), "{text}");
+    let job = d.show(1);
+    assert_eq!(job["state"], "failed");
+    assert!(job["reason"].as_str().unwrap().contains("exit 3"), "{job}");
+    assert!(slurm_id(&d, 1, 1) > 0);
+    assert!(job["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "submitted_to_slurm"));
+}
+
+#[test]
+fn pending_reasons_cancel_requeue_and_exit_75_follow_the_local_rules() {
+    let d = slurm();
+    // Four GPUs in all: two jobs of two fill them, a third waits in Slurm.
+    let trap = "trap 'echo got-TERM; exit 143' TERM; echo started; while true; do sleep 0.2; done";
+    let a = d.submit(&["--gpus", "2", "--", "bash", "-c", trap]);
+    let b = d.submit(&["--gpus", "2", "--", "bash", "-c", trap]);
+    let c = d.submit(&["--gpus", "2", "--", "sleep", "1"]);
+    wait_running_in_slurm(&d, a);
+    wait_running_in_slurm(&d, b);
+    assert!(
+        eventually(Duration::from_secs(20), || d
+            .ok(&["explain", &c.to_string()])
+            .contains("waiting in Slurm: PENDING")),
+        "{}",
+        d.ok(&["explain", &c.to_string()])
+    );
+    assert!(d.ok(&["ls"]).contains("waiting in Slurm"));
+
+    // Cancel: SIGTERM reaches the job through its batch shell.
+    d.ok(&["cancel", &a.to_string()]);
+    let ended = d.wait(a);
+    assert_eq!(ended["state"], "cancelled");
+    assert!(log(&d, a).contains("got-TERM"), "{}", log(&d, a));
+
+    // Requeue: a new attempt, a new Slurm job.
+    let first = slurm_id(&d, b, 1);
+    d.ok(&["requeue", &b.to_string()]);
+    assert!(eventually(Duration::from_secs(30), || d.show(b)["attempt"]
+        == 2
+        && d.show(b)["attempts"][1]["slurm_job_id"].as_u64().is_some()));
+    assert_ne!(slurm_id(&d, b, 2), first);
+    d.ok(&["cancel", &b.to_string()]);
+    assert_eq!(d.wait(c)["state"], "succeeded");
+
+    // Exit 75: requeued at once, not a failure.
+    let once = d.submit(&[
+        "--",
+        "bash",
+        "-c",
+        "if [ \"$GPUQ_ATTEMPT\" = 1 ]; then exit 75; fi; echo second",
+    ]);
+    let job = d.wait(once);
+    assert_eq!(job["state"], "succeeded");
+    assert_eq!(job["attempt"], 2);
+    assert_eq!(job["failures"], 0);
+}
+
+#[test]
+fn the_time_limit_sends_the_early_signal_then_stops_the_job() {
+    let d = slurm();
+    let id = d.submit(&[
+        "--time-limit",
+        "8s",
+        "--grace",
+        "3s",
+        "--signal",
+        "USR1@5",
+        "--",
+        "bash",
+        "-c",
+        "trap 'echo got-USR1' USR1; trap 'echo got-TERM; exit 143' TERM; while true; do sleep 0.2; done",
+    ]);
+    let job = d.wait(id);
+    assert_eq!(job["state"], "failed");
+    assert!(
+        job["reason"].as_str().unwrap().contains("time limit 8s"),
+        "{job}"
+    );
+    let text = log(&d, id);
+    assert!(
+        text.contains("got-USR1") && text.contains("got-TERM"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_two_node_job_gets_ranks_for_torchrun() {
+    let d = slurm();
+    let id = d.submit(&[
+        "--nodes",
+        "2",
+        "--gpus",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "echo rank=$NODE_RANK of=$NNODES master=$MASTER_ADDR port=$MASTER_PORT gpus=$CUDA_VISIBLE_DEVICES",
+    ]);
+    let job = d.wait(id);
+    assert_eq!(job["state"], "succeeded", "{job}\n{}", log(&d, id));
+    let text = log(&d, id);
+    assert!(
+        text.contains("rank=0 of=2") && text.contains("rank=1 of=2"),
+        "{text}"
+    );
+    let master = text
+        .lines()
+        .find_map(|l| l.split("master=").nth(1))
+        .unwrap_or("");
+    assert!(!master.starts_with(' '), "MASTER_ADDR is set: {text}");
+    // The local backend refuses what it cannot run, naming the field.
+    let local = Daemon::start("sim:2");
+    let out = local.gpuq(&["submit", "--nodes", "2", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nodes"));
+}
+
+#[test]
+fn a_restarted_daemon_reattaches_to_its_slurm_jobs() {
+    let mut d = slurm();
+    let id = d.submit(&["--", "sh", "-c", "sleep 4; echo done"]);
+    wait_running_in_slurm(&d, id);
+    let first = slurm_id(&d, id, 1);
+    d.kill();
+    d.restart();
+    let job = d.wait(id);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["attempt"], 1, "not submitted twice");
+    assert_eq!(slurm_id(&d, id, 1), first);
+    assert!(log(&d, id).contains("done"));
+    let shown: Value = d.show(id);
+    assert!(shown["started_at"].as_i64().is_some());
+}
