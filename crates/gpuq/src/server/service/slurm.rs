@@ -130,7 +130,8 @@ impl Service {
             argv: &info.argv,
             cwd: &info.cwd,
             env: &env,
-            // gpuq runs the stop protocol at the limit itself; Slurm's limit is the backstop.
+            // gpuq runs the stop protocol at the limit itself; Slurm's limit (and its
+            // early signal, relative to it) is the backstop.
             time_minutes: spec
                 .time_limit
                 .map(|t| (t.as_millis() + grace) / 60_000 + 2),
@@ -226,18 +227,21 @@ impl Service {
             {
                 tracing::error!("job {id}: cannot record its start in Slurm: {e}");
             }
-            let inner = &mut *inner;
             let run = inner.running.get(&id).expect("checked above");
-            run.spec.as_ref().and_then(|s| s.time_limit)
+            run.spec
+                .as_ref()
+                .and_then(|s| s.time_limit.map(|t| (t, s.signal)))
         };
-        if let Some(limit) = limit {
-            // The early signal is Slurm's (--signal); gpuq sends TERM at the limit.
+        if let Some((limit, early)) = limit {
+            // gpuq runs the protocol at the limit as on the local backend (Slurm's
+            // --time is whole minutes); Slurm's --time and --signal are the backstop
+            // for a daemon that is down.
             self.arm_time_limit(
                 id,
                 attempt,
                 limit.as_millis() as i64,
                 limit.to_string(),
-                None,
+                early,
             );
         }
     }

@@ -143,19 +143,22 @@ impl Service {
                     stop.step = step;
                 }
             }
-            if self.slurm.is_some() {
-                // Until sbatch answers there is nothing to signal; then scancel.
-                let slurm_id = self.lock().running.get(&id).and_then(|r| r.slurm_id);
-                if let Some(slurm_id) = slurm_id {
-                    if self.slurm_signal(id, slurm_id, signal) {
-                        return true;
-                    }
-                }
-            } else if self.executor.signal(id, attempt, signal).unwrap_or(false) {
+            if self.send_signal(id, attempt, signal) {
                 return true;
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// Signals a running attempt on its backend: its process group here, or its
+    /// batch shell through `scancel` (once sbatch has answered). False: not yet.
+    fn send_signal(&self, id: JobId, attempt: u32, signal: i32) -> bool {
+        if self.slurm.is_some() {
+            let slurm_id = self.lock().running.get(&id).and_then(|r| r.slurm_id);
+            slurm_id.is_some_and(|s| self.slurm_signal(id, s, signal))
+        } else {
+            self.executor.signal(id, attempt, signal).unwrap_or(false)
         }
     }
 
@@ -183,7 +186,7 @@ impl Service {
                     .lock()
                     .store
                     .record_event(id, "early_signal", &detail, now_ms());
-                let _ = this.executor.signal(id, attempt, sig.number);
+                this.send_signal(id, attempt, sig.number);
                 tokio::time::sleep(Duration::from_millis(
                     remaining_ms.min(sig.lead.as_millis() as i64).max(0) as u64,
                 ))
