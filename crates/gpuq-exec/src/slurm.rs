@@ -184,26 +184,30 @@ impl SlurmBackend {
              for sig in TERM INT HUP USR1 USR2; do trap \"kill -$sig $child 2>/dev/null\" $sig; done\n\
              while true; do wait $child; status=$?; kill -0 $child 2>/dev/null || break; done\n\
              if [ $status -gt 128 ]; then rec='\"exit_code\":null,\"signal\":'$((status - 128)); else rec='\"exit_code\":'$status',\"signal\":null'; fi\n\
-             printf '{{%s,\"ended_at_ms\":%s}}' \"$rec\" \"$(date +%s%3N)\" > {tmp} && mv -f {tmp} {exit}\n\
+             if [ -w {dir} ]; then printf '{{%s,\"ended_at_ms\":%s}}' \"$rec\" \"$(date +%s%3N)\" > {tmp} && mv -f {tmp} {exit}; fi\n\
              exit $status\n",
             tmp = sh_quote(&format!("{}.tmp", exit_file.display())),
             exit = sh_quote(&exit_file.display().to_string()),
+            // Run as another user the job cannot write the daemon's directory: sacct tells instead.
+            dir = sh_quote(&dir.root().display().to_string()),
         ));
         out
     }
 
-    /// Writes the script into the job directory and submits it; returns Slurm's job id.
+    /// Keeps a copy of the script in the job directory (for reading) and submits
+    /// it on sbatch's standard input (the job's user need not read the daemon's
+    /// files); returns Slurm's job id.
     pub fn submit(&self, s: &SlurmSubmit<'_>) -> Result<u64, SlurmError> {
         let dir = JobDir::new(&self.home, s.job);
         let path = dir.root().join(format!("attempt-{}.sbatch", s.attempt));
-        write_private(&path, self.script(s).as_bytes()).map_err(|source| SlurmError::Script {
+        let script = self.script(s);
+        write_private(&path, script.as_bytes()).map_err(|source| SlurmError::Script {
             path: path.display().to_string(),
             source,
         })?;
         let mut args: Vec<String> = vec!["--parsable".into()];
         args.extend(self.defaults.extra_args.iter().cloned());
-        args.push(path.display().to_string());
-        let out = run_as(s.user, "sbatch", &args)?;
+        let out = run_with_input(s.user, "sbatch", &args, script.as_bytes())?;
         // --parsable prints "id" or "id;cluster".
         let id = out.trim().split(';').next().unwrap_or("");
         id.parse().map_err(|_| SlurmError::Parse {
@@ -322,6 +326,15 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Runs a Slurm command (as `user` through `runuser` when given); stdout on success.
 fn run_as(user: Option<&str>, program: &str, args: &[String]) -> Result<String, SlurmError> {
+    run_with_input(user, program, args, b"")
+}
+
+fn run_with_input(
+    user: Option<&str>,
+    program: &str,
+    args: &[String],
+    input: &[u8],
+) -> Result<String, SlurmError> {
     let mut cmd = match user {
         Some(u) => {
             let mut c = Command::new("runuser");
@@ -332,10 +345,23 @@ fn run_as(user: Option<&str>, program: &str, args: &[String]) -> Result<String, 
     };
     cmd.args(args);
     let shown = format!("{program} {}", args.join(" "));
-    let out = cmd.output().map_err(|source| SlurmError::Spawn {
+    let spawn_err = |source| SlurmError::Spawn {
         command: program.to_string(),
         source,
-    })?;
+    };
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(spawn_err)?;
+    {
+        use std::io::Write;
+        // Dropping stdin closes it: sbatch reads the script to its end.
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        stdin.write_all(input).map_err(spawn_err)?;
+    }
+    let out = child.wait_with_output().map_err(spawn_err)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

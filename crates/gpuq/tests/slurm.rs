@@ -199,3 +199,73 @@ fn a_restarted_daemon_reattaches_to_its_slurm_jobs() {
     let shown: Value = d.show(id);
     assert!(shown["started_at"].as_i64().is_some());
 }
+
+#[test]
+fn a_root_daemon_submits_each_job_as_the_user_who_asked() {
+    use std::os::unix::fs::PermissionsExt;
+    let user = "gpuqslurm";
+    let exists = std::process::Command::new("id")
+        .arg(user)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    if !exists {
+        let ok = std::process::Command::new("useradd")
+            .args(["--create-home", "--shell", "/bin/sh", user])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "useradd needs root");
+    }
+    let d = slurm();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new("runuser")
+        .args(["-u", user, "--", "env", "-u", "GPUQ_URL"])
+        .arg(format!("GPUQ_HOME={}", d.path().display()))
+        .args([
+            "GPUQ_NO_AUTOSTART=1",
+            common::GPUQ,
+            "submit",
+            "--",
+            "sh",
+            "-c",
+            "echo I am $(id -un)",
+        ])
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = common::stdout(&out).trim().parse().unwrap();
+    let job = d.wait(id);
+    assert_eq!(job["state"], "succeeded", "{job}\n{}", d.daemon_log());
+    assert_eq!(job["user"], user);
+    assert!(
+        log(&d, id).contains(&format!("I am {user}")),
+        "{}",
+        log(&d, id)
+    );
+    // Slurm's own record says whose job it was.
+    let slurm_job = slurm_id(&d, id, 1).to_string();
+    let acct = std::process::Command::new("sacct")
+        .args(["-c", "-n", "-P", "-o", "JobID,UID", "-j", &slurm_job])
+        .output()
+        .unwrap();
+    let uid = String::from_utf8_lossy(
+        &std::process::Command::new("id")
+            .args(["-u", user])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .trim()
+    .to_string();
+    assert!(
+        String::from_utf8_lossy(&acct.stdout).contains(&format!("{slurm_job}|{uid}")),
+        "{}",
+        String::from_utf8_lossy(&acct.stdout)
+    );
+}
