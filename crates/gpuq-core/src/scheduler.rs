@@ -18,6 +18,8 @@
 //!   make it fit on one node are stopped (never a job that is not preemptible,
 //!   and nothing more while earlier victims are still stopping).
 
+pub mod las;
+
 use crate::{JobId, Millis, Priority};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -200,6 +202,9 @@ pub struct Policy {
     pub default_user_max_gpus: Option<u32>,
     /// Most GPUs a project's jobs may hold at once.
     pub project_max_gpus: HashMap<Arc<str>, u32>,
+    /// Strict FIFO: the first job that cannot start blocks every later one (no
+    /// backfill). The daemon never sets it; the simulator's `fifo` policy does.
+    pub strict_order: bool,
 }
 
 impl Policy {
@@ -441,6 +446,9 @@ fn pass<'p>(
                 blocked_head = Some(job);
             }
             why(job.id, resources_reason(job, &free, &free_slots, reserved));
+            if input.policy.strict_order {
+                break;
+            }
             continue;
         }
         let ends_by = job
@@ -493,6 +501,7 @@ fn pass<'p>(
                 why(job.id, resources_reason(job, &free, &free_slots, reserved));
                 blocked_head = Some(job);
             }
+            None if input.policy.strict_order => break,
             None => {
                 let head = blocked_head.map(|h| h.id).unwrap_or(job.id);
                 let start = reservation.as_ref().and_then(|r| r.start);

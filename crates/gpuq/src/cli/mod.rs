@@ -21,6 +21,7 @@ mod requeue;
 mod run;
 mod schedules;
 mod show;
+mod sim;
 mod submit;
 mod token;
 mod top;
@@ -103,6 +104,8 @@ enum Command {
     Whoami(whoami::WhoAmIArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
+    /// Replay a job trace through the scheduler on a virtual clock (no daemon needed).
+    Sim(sim::SimArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -164,6 +167,7 @@ pub fn main(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Server(args) => server(args),
         Command::Completions(args) => completions::run(args),
+        Command::Sim(args) => sim::run(args),
         other => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -214,7 +218,9 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Usage(args) => usage::run(&client, args).await,
         Command::Token(command) => token::run(&client, command).await,
         Command::Whoami(args) => whoami::run(&client, args).await,
-        Command::Server(_) | Command::Completions(_) => unreachable!("handled without a client"),
+        Command::Server(_) | Command::Completions(_) | Command::Sim(_) => {
+            unreachable!("handled without a client")
+        }
     }
 }
 

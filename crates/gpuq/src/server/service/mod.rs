@@ -167,6 +167,7 @@ impl Service {
                 .iter()
                 .filter_map(|(p, c)| Some((Arc::from(p.as_str()), c.max_gpus?)))
                 .collect(),
+            strict_order: false,
         };
         let mut inner = Inner {
             store,

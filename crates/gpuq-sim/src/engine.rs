@@ -1,0 +1,524 @@
+//! The event loop: arrivals and completions on a virtual clock, and at each
+//! event one pass of the daemon's scheduler core (`gpuq_core::schedule`) over
+//! the waiting jobs in the policy's order.
+
+use crate::trace::TraceJob;
+use gpuq_core::scheduler::las::{self, LasJob, TIRESIAS_THRESHOLDS};
+use gpuq_core::scheduler::{GpuAttrs, Policy};
+use gpuq_core::{
+    schedule, Decision, DependencyState, JobId, Millis, Node, PendingJob, RunningJob, ScheduleInput,
+};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyName {
+    /// First come, first served; the first job that cannot start blocks the rest.
+    Fifo,
+    /// gpuq's own: priority class, then fair share (decayed GPU-time per user),
+    /// then submit order, with EASY backfill. What the daemon runs.
+    Gpuq,
+    /// Shortest job first, knowing every job's duration in advance: an oracle,
+    /// a bound no real scheduler reaches.
+    SjfOracle,
+    /// Tiresias's discretised 2D-LAS: preemptive, needs no durations.
+    Tiresias,
+}
+
+impl std::str::FromStr for PolicyName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fifo" => Ok(PolicyName::Fifo),
+            "gpuq" => Ok(PolicyName::Gpuq),
+            "sjf-oracle" | "sjf" => Ok(PolicyName::SjfOracle),
+            "tiresias" | "las" => Ok(PolicyName::Tiresias),
+            _ => Err(format!(
+                "policy {s:?}: use fifo, gpuq, sjf-oracle or tiresias"
+            )),
+        }
+    }
+}
+
+impl PolicyName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyName::Fifo => "fifo",
+            PolicyName::Gpuq => "gpuq",
+            PolicyName::SjfOracle => "sjf-oracle",
+            PolicyName::Tiresias => "tiresias",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub nodes: u32,
+    pub gpus_per_node: u32,
+    pub policy: PolicyName,
+    /// Fair-share half-life (gpuq policy), seconds.
+    pub half_life_s: f64,
+    /// Most GPUs one user (group) may hold at once (what-if quotas).
+    pub user_max_gpus: Option<u32>,
+    /// Work lost by each preemption (Tiresias): checkpoint, restart, warm-up.
+    pub restart_penalty_s: f64,
+    /// Sampling period of the allocation ratio, seconds.
+    pub sample_every_s: f64,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            nodes: 16,
+            gpus_per_node: 4,
+            policy: PolicyName::Gpuq,
+            half_life_s: 7.0 * 86_400.0,
+            user_max_gpus: None,
+            restart_penalty_s: 30.0,
+            sample_every_s: 3600.0,
+        }
+    }
+}
+
+/// One job's fate in a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    pub submit: Millis,
+    pub first_start: Millis,
+    pub end: Millis,
+    pub gpus: u32,
+    pub duration_ms: Millis,
+    pub preemptions: u32,
+}
+
+pub struct Run {
+    /// Indexed like the trace; jobs too big for the cluster are `None`.
+    pub outcomes: Vec<Option<Outcome>>,
+    /// (time, allocated GPUs) samples every `sample_every_s`.
+    pub allocation: Vec<(Millis, u32)>,
+    pub total_gpus: u32,
+    pub passes: u64,
+}
+
+struct Active {
+    remaining_ms: Millis,
+    /// When the current run started (running jobs).
+    run_start: Option<Millis>,
+    attained_gpu_s: f64,
+    first_start: Option<Millis>,
+    preemptions: u32,
+}
+
+pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
+    let total_gpus = opts.nodes * opts.gpus_per_node;
+    let nodes: Vec<Node> = (0..opts.nodes)
+        .map(|n| Node {
+            name: format!("n{n}"),
+            gpus: (0..opts.gpus_per_node).collect(),
+            slots: opts.gpus_per_node.max(1) * 4,
+            attrs: vec![
+                GpuAttrs {
+                    model: "sim".into(),
+                    memory_mib: 81920,
+                };
+                opts.gpus_per_node as usize
+            ],
+            links: vec![vec![3; opts.gpus_per_node as usize]; opts.gpus_per_node as usize],
+        })
+        .collect();
+    let users: Vec<Arc<str>> = {
+        let mut names: HashMap<&str, Arc<str>> = HashMap::new();
+        trace
+            .iter()
+            .map(|j| {
+                names
+                    .entry(&j.user)
+                    .or_insert_with(|| Arc::from(j.user.as_str()))
+                    .clone()
+            })
+            .collect()
+    };
+    let ms = |s: f64| (s * 1000.0).round() as Millis;
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; trace.len()];
+    let mut active: HashMap<JobId, Active> = HashMap::new();
+    // Waiting jobs in the policy's order.
+    let mut queue: BTreeMap<(i64, Millis, JobId), PendingJob> = BTreeMap::new();
+    // The same keys per user (gpuq's fair-share order merges users' queues).
+    let mut by_user: HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>> = HashMap::new();
+    let mut running: HashMap<JobId, RunningJob> = HashMap::new();
+    let mut ends: BinaryHeap<Reverse<(Millis, JobId)>> = BinaryHeap::new();
+    let mut policy = Policy {
+        default_user_max_gpus: opts.user_max_gpus,
+        strict_order: opts.policy == PolicyName::Fifo,
+        ..Default::default()
+    };
+    // Fair share: usage decayed to a fixed origin, as the daemon's ledger does.
+    let mut usage: HashMap<Arc<str>, f64> = HashMap::new();
+    let decay = |t: Millis| 2f64.powf(t as f64 / 1000.0 / opts.half_life_s);
+    let mut allocation = Vec::new();
+    let mut next_sample: Millis = 0;
+    let mut allocated: u32 = 0;
+    let mut passes = 0u64;
+    let mut next_arrival = 0usize;
+    let mut last_now: Millis = Millis::MIN;
+    let no_deps = |_: JobId| DependencyState::Succeeded;
+    let key_of =
+        |id: JobId, policy: PolicyName, submit: Millis, attained: f64| -> (i64, Millis, JobId) {
+            match policy {
+                PolicyName::SjfOracle => (ms(trace[id as usize].duration_s), submit, id),
+                PolicyName::Tiresias => (
+                    las::queue_of(attained, &TIRESIAS_THRESHOLDS) as i64,
+                    submit,
+                    id,
+                ),
+                _ => (-(trace[id as usize].priority as i64), submit, id),
+            }
+        };
+
+    loop {
+        let arrival = trace.get(next_arrival).map(|j| ms(j.submit_s));
+        let end = ends.peek().map(|Reverse((t, _))| *t);
+        // Tiresias re-ranks when a running job crosses a queue threshold.
+        let crossing = if opts.policy == PolicyName::Tiresias {
+            running
+                .keys()
+                .filter_map(|id| {
+                    let a = &active[id];
+                    let gpus = trace[*id as usize].gpus.max(1) as f64;
+                    let q = las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS);
+                    let threshold = *TIRESIAS_THRESHOLDS.get(q)?;
+                    let since = a.run_start?;
+                    Some(since + ms((threshold - a.attained_gpu_s) / gpus))
+                })
+                // A crossing already handled is in the past: only later ones are events.
+                .filter(|t| *t > last_now)
+                .min()
+        } else {
+            None
+        };
+        let Some(now) = [arrival, end, crossing].into_iter().flatten().min() else {
+            break;
+        };
+        last_now = now;
+        while next_sample <= now {
+            allocation.push((next_sample, allocated));
+            next_sample += ms(opts.sample_every_s);
+        }
+        let mut freed = false;
+        while let Some(Reverse((t, id))) = ends.peek().copied() {
+            if t > now {
+                break;
+            }
+            ends.pop();
+            // A stale end (the job was preempted since) is skipped.
+            let Some(r) = running.get(&id) else { continue };
+            if active[&id].run_start.map(|s| s + active[&id].remaining_ms) != Some(t) {
+                continue;
+            }
+            allocated -= r.gpus.len() as u32;
+            running.remove(&id);
+            let a = active.remove(&id).expect("active");
+            let j = &trace[id as usize];
+            let used = j.gpus as f64 * (t - a.run_start.unwrap_or(t)) as f64 / 1000.0;
+            *usage.entry(users[id as usize].clone()).or_default() += used * decay(t);
+            outcomes[id as usize] = Some(Outcome {
+                submit: ms(j.submit_s),
+                first_start: a.first_start.unwrap_or(t),
+                end: t,
+                gpus: j.gpus,
+                duration_ms: ms(j.duration_s),
+                preemptions: a.preemptions,
+            });
+            freed = true;
+        }
+        let mut arrived = false;
+        while let Some(j) = trace.get(next_arrival) {
+            if ms(j.submit_s) > now {
+                break;
+            }
+            let id = next_arrival as JobId;
+            next_arrival += 1;
+            if j.gpus > opts.gpus_per_node {
+                continue; // never fits a node: left out of the figures (counted apart)
+            }
+            let submit = ms(j.submit_s);
+            active.insert(
+                id,
+                Active {
+                    remaining_ms: ms(j.duration_s).max(1),
+                    run_start: None,
+                    attained_gpu_s: 0.0,
+                    first_start: None,
+                    preemptions: 0,
+                },
+            );
+            let key = key_of(id, opts.policy, submit, 0.0);
+            by_user
+                .entry(users[id as usize].clone())
+                .or_default()
+                .insert(key);
+            queue.insert(key, pending_of(id, j, &users, submit));
+            arrived = true;
+        }
+        if opts.policy == PolicyName::Tiresias
+            && (crossing == Some(now) || arrived || freed)
+            && las_may_preempt(now, trace, &active, &running, &queue)
+        {
+            preempt_for_las(
+                now,
+                trace,
+                &mut active,
+                &mut running,
+                &mut queue,
+                &mut by_user,
+                &mut allocated,
+                opts,
+                &users,
+                key_of,
+            );
+        }
+        if allocated >= total_gpus && !freed {
+            continue; // nothing can start: skip the pass
+        }
+        if queue.is_empty() {
+            continue;
+        }
+        if opts.policy == PolicyName::Gpuq {
+            let now_decay = decay(now);
+            policy.standing = usage
+                .iter()
+                .map(|(u, v)| (u.clone(), v / now_decay))
+                .collect();
+        }
+        let running_now: Vec<RunningJob> = running.values().cloned().collect();
+        let input = ScheduleInput {
+            now,
+            nodes: &nodes,
+            running: &running_now,
+            dependency: &no_deps,
+            drained: false,
+            policy: &policy,
+        };
+        passes += 1;
+        let decisions = schedule(
+            &input,
+            candidates(&queue, &by_user, &policy, total_gpus - allocated, opts),
+        );
+        for d in decisions {
+            let Decision::Start { job, node, gpus } = d else {
+                continue;
+            };
+            let a = active.get_mut(&job).expect("active");
+            let key = key_of(
+                job,
+                opts.policy,
+                ms(trace[job as usize].submit_s),
+                a.attained_gpu_s,
+            );
+            let p = queue.remove(&key).expect("queued");
+            if let Some(keys) = by_user.get_mut(&p.user) {
+                keys.remove(&key);
+            }
+            a.run_start = Some(now);
+            a.first_start.get_or_insert(now);
+            allocated += gpus.len() as u32;
+            ends.push(Reverse((now + a.remaining_ms, job)));
+            running.insert(
+                job,
+                RunningJob {
+                    id: job,
+                    user: p.user,
+                    project: None,
+                    node,
+                    gpus,
+                    ends_by: None,
+                    priority: p.priority,
+                    preemptible: false,
+                    stopping: false,
+                },
+            );
+        }
+    }
+    Run {
+        outcomes,
+        allocation,
+        total_gpus,
+        passes,
+    }
+}
+
+/// The waiting jobs a pass needs to see, in the policy's order: those that fit
+/// the free GPUs by count, up to twice the free GPUs plus 16 of them (each start
+/// takes at least one GPU; the margin covers jobs that fit by count but not on
+/// one node), and the first that does not fit (it holds the backfill
+/// reservation). Strict FIFO needs only the prefix up to the first blocked job.
+/// The jobs left out cannot start in this pass, so the decisions are the
+/// core's on the whole queue, at a fraction of the cost on deep queues.
+fn candidates<'q>(
+    queue: &'q BTreeMap<(i64, Millis, JobId), PendingJob>,
+    by_user: &HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>>,
+    policy: &Policy,
+    free: u32,
+    opts: &SimOptions,
+) -> Vec<&'q PendingJob> {
+    let max_free = free.min(opts.gpus_per_node);
+    let limit = 2 * free as usize + 16;
+    let ordered: Box<dyn Iterator<Item = &PendingJob>> = if policy.standing.is_empty() {
+        Box::new(queue.values())
+    } else {
+        // gpuq's order within a class: lower fair-share standing first, then
+        // submit order; merged from per-user runs of the (already ordered) queue.
+        let mut all: Vec<&PendingJob> = by_user
+            .values()
+            .flat_map(|keys| keys.iter().take(limit + 1).map(|k| &queue[k]))
+            .collect();
+        all.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then(
+                    policy
+                        .standing
+                        .get(&a.user)
+                        .copied()
+                        .unwrap_or(0.0)
+                        .total_cmp(&policy.standing.get(&b.user).copied().unwrap_or(0.0)),
+                )
+                .then((a.submitted_at, a.id).cmp(&(b.submitted_at, b.id)))
+        });
+        Box::new(all.into_iter())
+    };
+    let mut out = Vec::new();
+    let mut fitting = 0usize;
+    let mut big_seen = false;
+    let mut used = 0u32;
+    for p in ordered {
+        if p.gpus <= max_free {
+            // Jobs after this point come after every job passed: no reservation
+            // made for a later big job could change what these do.
+            if fitting >= limit {
+                break;
+            }
+            fitting += 1;
+            used = used.saturating_add(p.gpus);
+            out.push(p);
+            if policy.strict_order && used > free {
+                break;
+            }
+        } else if !big_seen {
+            big_seen = true;
+            out.push(p);
+            if policy.strict_order {
+                break;
+            }
+        }
+        if fitting >= limit && big_seen {
+            break;
+        }
+    }
+    out
+}
+
+fn pending_of(id: JobId, j: &TraceJob, users: &[Arc<str>], submit: Millis) -> PendingJob {
+    PendingJob {
+        id,
+        user: users[id as usize].clone(),
+        project: None,
+        priority: j.priority,
+        submitted_at: submit,
+        gpus: j.gpus,
+        time_limit_ms: None,
+        after: vec![],
+        held: false,
+        eligible_at: None,
+        gpu_type: None,
+        gpu_mem_mib: None,
+    }
+}
+
+/// Preemption can only help when a waiting job ranks above a running one: the
+/// best waiting queue is better than the worst running job's (cheap to check).
+fn las_may_preempt(
+    now: Millis,
+    trace: &[TraceJob],
+    active: &HashMap<JobId, Active>,
+    running: &HashMap<JobId, RunningJob>,
+    queue: &BTreeMap<(i64, Millis, JobId), PendingJob>,
+) -> bool {
+    let Some(((best_waiting, _, _), _)) = queue.first_key_value() else {
+        return false;
+    };
+    running.keys().any(|id| {
+        let a = &active[id];
+        let gpus = trace[*id as usize].gpus as f64;
+        let attained = a.attained_gpu_s
+            + a.run_start
+                .map_or(0.0, |s| gpus * (now - s) as f64 / 1000.0);
+        las::queue_of(attained, &TIRESIAS_THRESHOLDS) as i64 > *best_waiting
+    })
+}
+
+/// Tiresias: running jobs that 2D-LAS no longer keeps are preempted (their run so
+/// far counts as attained service; the restart penalty is added to their work).
+#[allow(clippy::too_many_arguments)]
+fn preempt_for_las(
+    now: Millis,
+    trace: &[TraceJob],
+    active: &mut HashMap<JobId, Active>,
+    running: &mut HashMap<JobId, RunningJob>,
+    queue: &mut BTreeMap<(i64, Millis, JobId), PendingJob>,
+    by_user: &mut HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>>,
+    allocated: &mut u32,
+    opts: &SimOptions,
+    users: &[Arc<str>],
+    key_of: impl Fn(JobId, PolicyName, Millis, f64) -> (i64, Millis, JobId),
+) {
+    let ms = |s: f64| (s * 1000.0).round() as Millis;
+    // Bring running jobs' attained service up to now.
+    let attained = |id: &JobId, a: &Active| {
+        let gpus = trace[*id as usize].gpus as f64;
+        a.attained_gpu_s
+            + a.run_start
+                .map_or(0.0, |s| gpus * (now - s) as f64 / 1000.0)
+    };
+    // Only the running jobs and the head of the waiting queue (already in 2D-LAS
+    // order) can be among the first `capacity` GPUs' worth: the rest need not be ranked.
+    let capacity = (opts.nodes * opts.gpus_per_node) as usize;
+    let jobs: Vec<LasJob> = running
+        .keys()
+        .chain(queue.values().map(|p| &p.id).take(capacity))
+        .map(|id| LasJob {
+            id: *id,
+            gpus: trace[*id as usize].gpus,
+            attained_gpu_seconds: attained(id, &active[id]),
+            submitted_at: ms(trace[*id as usize].submit_s),
+        })
+        .collect();
+    let keep: std::collections::HashSet<JobId> =
+        las::keep(&jobs, opts.nodes * opts.gpus_per_node, &TIRESIAS_THRESHOLDS)
+            .into_iter()
+            .collect();
+    let victims: Vec<JobId> = running
+        .keys()
+        .filter(|id| !keep.contains(id))
+        .copied()
+        .collect();
+    // Re-key waiting jobs whose queue changed is unnecessary: waiting jobs attain nothing.
+    for id in victims {
+        let r = running.remove(&id).expect("running");
+        *allocated -= r.gpus.len() as u32;
+        let a = active.get_mut(&id).expect("active");
+        let start = a.run_start.take().expect("running has a start");
+        let ran = now - start;
+        a.attained_gpu_s += trace[id as usize].gpus as f64 * ran as f64 / 1000.0;
+        a.remaining_ms = (a.remaining_ms - ran).max(1) + ms(opts.restart_penalty_s);
+        a.preemptions += 1;
+        let submit = ms(trace[id as usize].submit_s);
+        let key = key_of(id, opts.policy, submit, a.attained_gpu_s);
+        by_user
+            .entry(users[id as usize].clone())
+            .or_default()
+            .insert(key);
+        queue.insert(key, pending_of(id, &trace[id as usize], users, submit));
+    }
+}

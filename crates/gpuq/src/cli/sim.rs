@@ -1,0 +1,135 @@
+//! `gpuq sim TRACE`: replay a job trace through the scheduler core on a virtual
+//! clock (no daemon), or `--spot DIR`: the spot-versus-on-demand evaluation.
+
+use super::{CliError, CmdResult};
+use gpuq_sim::{PolicyName, SimOptions};
+use serde::Deserialize;
+
+#[derive(clap::Args, Debug)]
+pub struct SimArgs {
+    /// A trace: Philly's CSV, or gpuq's (CSV with submit,duration,gpus,user,priority,preemptible, or JSON lines).
+    trace: Option<std::path::PathBuf>,
+    /// NODESxGPUS per node.
+    #[arg(long, default_value = "16x4")]
+    cluster: String,
+    /// fifo, gpuq, sjf-oracle (knows durations: a bound) or tiresias; `all` compares them.
+    #[arg(long, default_value = "gpuq")]
+    policy: String,
+    /// What-if settings (TOML): cluster, policy, user_max_gpus, fair_share_half_life, restart_penalty.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Write the JCT CDF of the run(s) as SVG here.
+    #[arg(long)]
+    svg: Option<std::path::PathBuf>,
+    /// Evaluate the spot policies on a spot-availability trace directory instead.
+    #[arg(long)]
+    spot: Option<std::path::PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct WhatIf {
+    cluster: Option<String>,
+    policy: Option<String>,
+    user_max_gpus: Option<u32>,
+    fair_share_half_life: Option<gpuq_core::DurationSpec>,
+    restart_penalty: Option<gpuq_core::DurationSpec>,
+}
+
+pub fn run(args: SimArgs) -> CmdResult {
+    if let Some(dir) = &args.spot {
+        // SPOT-PENDING
+        let _ = dir;
+        return Err(CliError::usage("--spot: not yet"));
+    }
+    let path = args
+        .trace
+        .as_ref()
+        .ok_or_else(|| CliError::usage("give a trace file (gpuq sim TRACE), or --spot DIR"))?;
+    let what_if: WhatIf = match &args.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| CliError::usage(format!("--config {}: {e}", p.display())))?;
+            toml::from_str(&text)
+                .map_err(|e| CliError::usage(format!("--config {}: {e}", p.display())))?
+        }
+        None => WhatIf::default(),
+    };
+    let cluster = what_if
+        .cluster
+        .clone()
+        .unwrap_or_else(|| args.cluster.clone());
+    let (nodes, gpus_per_node) = gpuq_sim::parse_cluster(&cluster).map_err(CliError::usage)?;
+    let policy_text = what_if
+        .policy
+        .clone()
+        .unwrap_or_else(|| args.policy.clone());
+    let policies: Vec<PolicyName> = if policy_text == "all" {
+        vec![
+            PolicyName::Fifo,
+            PolicyName::Gpuq,
+            PolicyName::SjfOracle,
+            PolicyName::Tiresias,
+        ]
+    } else {
+        vec![policy_text
+            .parse()
+            .map_err(|e: String| CliError::usage(format!("--policy: {e}")))?]
+    };
+    let trace = gpuq_sim::read_trace(path).map_err(|e| CliError::usage(e.to_string()))?;
+    let mut reports = Vec::new();
+    for policy in policies {
+        let mut opts = SimOptions {
+            nodes,
+            gpus_per_node,
+            policy,
+            user_max_gpus: what_if.user_max_gpus,
+            ..Default::default()
+        };
+        if let Some(h) = what_if.fair_share_half_life {
+            opts.half_life_s = h.as_millis() as f64 / 1000.0;
+        }
+        if let Some(p) = what_if.restart_penalty {
+            opts.restart_penalty_s = p.as_millis() as f64 / 1000.0;
+        }
+        let started = std::time::Instant::now();
+        let run = gpuq_sim::run(&trace, &opts);
+        let elapsed = started.elapsed();
+        let report = gpuq_sim::report(&trace, &run, policy.as_str(), &cluster);
+        if !args.json {
+            print!("{report}");
+            println!(
+                "  replayed in {:.2} s ({} scheduler passes)",
+                elapsed.as_secs_f64(),
+                report.scheduler_passes
+            );
+        }
+        reports.push(report);
+    }
+    if args.json {
+        let value = if reports.len() == 1 {
+            serde_json::to_value(&reports[0])
+        } else {
+            serde_json::to_value(&reports)
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value.expect("report serializes")).expect("json")
+        );
+    }
+    if let Some(svg) = &args.svg {
+        let runs: Vec<(&str, &[f64])> = reports
+            .iter()
+            .map(|r| (r.policy.as_str(), r.jcts.as_slice()))
+            .collect();
+        let title = format!(
+            "JCT CDF: {} on {cluster}",
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("trace")
+        );
+        std::fs::write(svg, gpuq_sim::cdf_svg(&title, &runs))
+            .map_err(|e| CliError::failure(format!("cannot write {}: {e}", svg.display())))?;
+    }
+    Ok(0)
+}
