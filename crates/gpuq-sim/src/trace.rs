@@ -183,14 +183,15 @@ fn gpuq_csv(
         }
         let mut obj = serde_json::Map::new();
         for (k, v) in keys.iter().zip(values) {
+            if v.is_empty() {
+                continue; // an empty field takes its default
+            }
             let value = match *k {
                 "user" | "priority" => serde_json::Value::String(v.to_string()),
                 _ => serde_json::from_str(v)
                     .map_err(|_| err(i + 1, format!("{k} {v:?} is not a number or boolean")))?,
             };
-            if !v.is_empty() {
-                obj.insert(k.to_string(), value);
-            }
+            obj.insert(k.to_string(), value);
         }
         let row: Row = serde_json::from_value(serde_json::Value::Object(obj))
             .map_err(|e| err(i + 1, e.to_string()))?;
