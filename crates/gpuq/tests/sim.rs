@@ -1,0 +1,87 @@
+//! `gpuq sim` end to end: a derived Philly sample through every policy, a
+//! what-if config, the SVG, and clear errors for bad input.
+
+mod common;
+
+use common::{repo_root, GPUQ};
+use std::process::Command;
+
+fn sim(args: &[&str]) -> std::process::Output {
+    Command::new(GPUQ).arg("sim").args(args).output().unwrap()
+}
+
+#[test]
+fn every_policy_replays_the_sample_and_what_if_changes_the_waits() {
+    let sample = repo_root().join("crates/gpuq-sim/tests/fixtures/philly-sample.csv");
+    let sample = sample.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("cdf.svg");
+    let out = sim(&[
+        sample,
+        "--cluster",
+        "2x4",
+        "--policy",
+        "all",
+        "--json",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fifo", "gpuq", "sjf-oracle", "tiresias"]);
+    let avg = |i: usize| reports[i]["jct_avg_s"].as_f64().unwrap();
+    assert!(
+        avg(2) <= avg(0),
+        "the SJF oracle bounds FIFO: {} vs {}",
+        avg(2),
+        avg(0)
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+
+    // What if the lab had four times the GPUs?
+    let config = dir.path().join("whatif.toml");
+    std::fs::write(&config, "cluster = \"8x4\"\npolicy = \"gpuq\"\n").unwrap();
+    let more = sim(&[sample, "--config", config.to_str().unwrap(), "--json"]);
+    let more: serde_json::Value = serde_json::from_slice(&more.stdout).unwrap();
+    assert_eq!(more["cluster"], "8x4");
+    assert!(more["wait_avg_s"].as_f64().unwrap() < reports[1]["wait_avg_s"].as_f64().unwrap());
+    let text = String::from_utf8_lossy(&sim(&[sample, "--cluster", "2x4"]).stdout).to_string();
+    assert!(
+        text.contains("JCT") && text.contains("replayed in"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_with_the_fix() {
+    let sample = repo_root().join("crates/gpuq-sim/tests/fixtures/philly-sample.csv");
+    for (args, want) in [
+        (vec!["--cluster", "4by4"], "NODESxGPUS"),
+        (
+            vec!["--policy", "random"],
+            "fifo, gpuq, sjf-oracle or tiresias",
+        ),
+    ] {
+        let mut all = vec![sample.to_str().unwrap()];
+        all.extend(args);
+        let out = sim(&all);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(want));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "submit,duration,gpus\n0,ten,1\n").unwrap();
+    let out = sim(&[bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
+}
