@@ -28,6 +28,8 @@ pub struct Report {
     pub groups: Vec<GroupFigures>,
     pub preemptions: u64,
     pub scheduler_passes: u64,
+    /// Wall-clock seconds the replay took (set by the caller that timed it).
+    pub replay_seconds: f64,
     #[serde(skip)]
     pub jcts: Vec<f64>,
 }
@@ -126,6 +128,7 @@ pub fn report(trace: &[TraceJob], run: &Run, policy: &str, cluster: &str) -> Rep
         groups,
         preemptions: done.iter().map(|(_, o)| o.preemptions as u64).sum(),
         scheduler_passes: run.passes,
+        replay_seconds: 0.0,
         jcts,
     }
 }

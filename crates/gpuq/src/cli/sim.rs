@@ -97,7 +97,8 @@ pub fn run(args: SimArgs) -> CmdResult {
         let started = std::time::Instant::now();
         let run = gpuq_sim::run(&trace, &opts);
         let elapsed = started.elapsed();
-        let report = gpuq_sim::report(&trace, &run, policy.as_str(), &cluster);
+        let mut report = gpuq_sim::report(&trace, &run, policy.as_str(), &cluster);
+        report.replay_seconds = elapsed.as_secs_f64();
         if !args.json {
             print!("{report}");
             println!(
