@@ -17,6 +17,7 @@ pub mod memsize;
 pub mod scheduler;
 pub mod signal;
 pub mod spec;
+pub mod spot;
 pub mod state;
 pub mod telemetry;
 

@@ -85,3 +85,15 @@ fn bad_input_is_refused_with_the_fix() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
 }
+
+#[test]
+fn the_spot_evaluation_refuses_data_that_cannot_hold_its_setting() {
+    // The evaluation runs the published setting (five 60-hour windows); the
+    // policies themselves are tested on this sample in gpuq-sim's tests.
+    let dir = repo_root().join("crates/gpuq-sim/tests/fixtures/spot");
+    let short = sim(&["--spot", dir.to_str().unwrap()]);
+    assert_eq!(short.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&short.stderr).contains("needs 1106 ticks"));
+    let missing = sim(&["--spot", "/nonexistent"]);
+    assert_eq!(missing.status.code(), Some(2));
+}

@@ -40,9 +40,17 @@ struct WhatIf {
 
 pub fn run(args: SimArgs) -> CmdResult {
     if let Some(dir) = &args.spot {
-        // SPOT-PENDING
-        let _ = dir;
-        return Err(CliError::usage("--spot: not yet"));
+        let report =
+            gpuq_sim::spot::evaluate(dir).map_err(|e| CliError::usage(format!("--spot: {e}")))?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).expect("report serializes")
+            );
+        } else {
+            print!("{report}");
+        }
+        return Ok(0);
     }
     let path = args
         .trace

@@ -1,0 +1,1061 @@
+//! Spot decisions for a deadline job, on the public AWS V100 spot traces of
+//! "Can't Be Late" (NSDI'24) as republished by the SkyNomad artifact, in the
+//! exact setting of SkyNomad's published V100 results, with those results
+//! beside ours. The policies and the model are `gpuq_core::spot`; this module
+//! reads the data, cuts the windows and makes the table.
+//!
+//! The data directory holds `<zone>_<device>.csv` files (`date,availability`,
+//! one row per sample, the same timestamps in every zone), a JSON object of
+//! spot prices (`{"<zone>_<device>": [dollars per hour, one per CSV row]}`),
+//! and optionally the published results (`skynomad_v100_sim_results.csv`).
+//!
+//! Ticks are the sample rows, each counted as the fixed 195 s of the
+//! published model (`gap_seconds` of the artifact is the first sample step);
+//! the rows' real spacing (194 to 280 s) is reported, not used.
+
+use gpuq_core::spot::{
+    offline_optimum, on_demand_cost, replay, simulate, Greedy, Job, OnDemandOnly, Optimum,
+    SlackAware, SpotEnv, SpotError as CoreError, SpotOutcome, SpotPolicy, SpotRegion,
+    UniformProgress,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The published results file, when the data directory has it.
+pub const PUBLISHED_FILE: &str = "skynomad_v100_sim_results.csv";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpotError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {why}")]
+    Data { path: PathBuf, why: String },
+    #[error(transparent)]
+    Model(#[from] CoreError),
+    #[error("window {window} (tick {start}) needs {need} ticks, the data has {have}")]
+    Window {
+        window: usize,
+        start: usize,
+        need: usize,
+        have: usize,
+    },
+    #[error("cost model check failed: {0}")]
+    Check(String),
+}
+
+/// The experiment: which zones, which job, which windows, which prices.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpotSetting {
+    /// Zones, as in the file names (`us-east-1c` for `us-east-1c_v100_1.csv`).
+    pub zones: Vec<String>,
+    /// Seconds per tick (per sample row).
+    pub tick_s: f64,
+    pub on_demand_per_h: f64,
+    pub work_h: f64,
+    pub deadline_h: f64,
+    pub restart_h: f64,
+    /// Window numbers; window `w` starts at tick `w * deadline ticks` (the
+    /// artifact's tiling of the full trace into deadline-long windows).
+    pub windows: Vec<usize>,
+    /// Checkpoint size, GB, moved on every change of region.
+    pub checkpoint_gb: f64,
+}
+
+impl SpotSetting {
+    /// SkyNomad's V100 setting (`scripts_multi/benchmark_components/configs/v100.py`
+    /// of the artifact, and the columns of its results file): 1106 ticks of
+    /// 195 s to the deadline (59.908 h, the 60 h window files' 1107 ticks less
+    /// one), work = deadline / 1.5 = 39.939 h, restart 0.2 h, windows 3, 5, 7,
+    /// 8, 14 (starting at 179.7, 299.5, 419.4, 479.3, 838.7 h), checkpoint
+    /// 50 GB, on-demand $3.06/h (p3.2xlarge).
+    pub fn skynomad_v100() -> SpotSetting {
+        let deadline_h = 1106.0 * 195.0 / 3600.0;
+        SpotSetting {
+            zones: ["us-east-1c", "us-east-2b", "us-west-2a"]
+                .map(String::from)
+                .to_vec(),
+            tick_s: 195.0,
+            on_demand_per_h: 3.06,
+            work_h: deadline_h / 1.5,
+            deadline_h,
+            restart_h: 0.2,
+            windows: vec![3, 5, 7, 8, 14],
+            checkpoint_gb: 50.0,
+        }
+    }
+
+    fn job(&self) -> Job {
+        Job {
+            work_h: self.work_h,
+            deadline_h: self.deadline_h,
+            restart_h: self.restart_h,
+        }
+    }
+
+    /// Ticks per window (to the deadline).
+    pub fn window_ticks(&self) -> usize {
+        (self.deadline_h * 3600.0 / self.tick_s + 1e-9).floor() as usize
+    }
+}
+
+/// AWS S3 inter-region transfer, dollars per GB, as the SkyNomad artifact
+/// bills a migration (`sky_spot/migration_model.py`): free within a region
+/// (across its zones), $0.01 between us-east-1 and us-east-2, $0.02 between
+/// other US regions.
+pub fn transfer_usd_per_gb(from_zone: &str, to_zone: &str) -> f64 {
+    let region = |z: &str| {
+        z.trim_end_matches(|c: char| c.is_ascii_lowercase())
+            .to_string()
+    };
+    let (a, b) = (region(from_zone), region(to_zone));
+    if a == b {
+        0.0
+    } else if matches!(
+        (a.as_str(), b.as_str()),
+        ("us-east-1", "us-east-2") | ("us-east-2", "us-east-1")
+    ) {
+        0.01
+    } else {
+        0.02
+    }
+}
+
+/// The traces of some zones, read from a data directory.
+#[derive(Debug, Clone)]
+pub struct Traces {
+    pub zones: Vec<String>,
+    /// Seconds since the Unix epoch of every row (the same in every zone).
+    pub times: Vec<i64>,
+    pub available: Vec<Vec<bool>>,
+    pub prices: Vec<Vec<f64>>,
+}
+
+/// Reads `zones` from `dir`: `<zone>_*.csv` (exactly one per zone) and the
+/// price series of the JSON file in `dir` under the CSV's file stem.
+pub fn load(dir: &Path, zones: &[String]) -> Result<Traces, SpotError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| SpotError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    for e in entries {
+        let e = e.map_err(|source| SpotError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        files.push(e.path());
+    }
+    files.sort();
+    let data_err = |path: &Path, why: String| SpotError::Data {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut price_map: Option<(PathBuf, BTreeMap<String, Vec<f64>>)> = None;
+    for f in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|x| x == "json"))
+    {
+        let text = read(f)?;
+        if let Ok(m) = serde_json::from_str::<BTreeMap<String, Vec<f64>>>(&text) {
+            price_map = Some((f.clone(), m));
+            break;
+        }
+    }
+    let (price_path, price_map) = price_map.ok_or_else(|| {
+        data_err(
+            dir,
+            "no JSON file of price series ({zone: [price, ...]})".into(),
+        )
+    })?;
+    let mut out = Traces {
+        zones: zones.to_vec(),
+        times: Vec::new(),
+        available: Vec::new(),
+        prices: Vec::new(),
+    };
+    for zone in zones {
+        let prefix = format!("{zone}_");
+        let csvs: Vec<&PathBuf> = files
+            .iter()
+            .filter(|f| {
+                f.extension().is_some_and(|x| x == "csv")
+                    && f.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(&prefix))
+            })
+            .collect();
+        let [csv] = csvs.as_slice() else {
+            return Err(data_err(
+                dir,
+                format!("expected one {prefix}*.csv, found {}", csvs.len()),
+            ));
+        };
+        let (times, avail) = parse_availability(&read(csv)?).map_err(|why| data_err(csv, why))?;
+        let stem = csv.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        let prices = price_map
+            .get(stem)
+            .ok_or_else(|| data_err(&price_path, format!("no price series {stem:?}")))?;
+        if prices.len() < avail.len() {
+            return Err(data_err(
+                &price_path,
+                format!(
+                    "{stem}: {} prices for {} availability rows",
+                    prices.len(),
+                    avail.len()
+                ),
+            ));
+        }
+        if prices.iter().any(|p| !(p.is_finite() && *p >= 0.0)) {
+            return Err(data_err(
+                &price_path,
+                format!("{stem}: a price is negative or not a number"),
+            ));
+        }
+        if out.times.is_empty() {
+            out.times = times;
+        } else if out.times != times {
+            return Err(data_err(
+                csv,
+                "timestamps differ from the first zone's".into(),
+            ));
+        }
+        out.prices.push(prices[..avail.len()].to_vec());
+        out.available.push(avail);
+    }
+    Ok(out)
+}
+
+fn read(path: &Path) -> Result<String, SpotError> {
+    std::fs::read_to_string(path).map_err(|source| SpotError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// `date,availability` rows: `YYYY-MM-DD HH:MM:SS` (or with a `T`), `0`/`1`.
+fn parse_availability(text: &str) -> Result<(Vec<i64>, Vec<bool>), String> {
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, h)) if h.trim().eq_ignore_ascii_case("date,availability") => {}
+        h => {
+            return Err(format!(
+                "header {:?}, expected date,availability",
+                h.map(|x| x.1)
+            ))
+        }
+    }
+    let mut times = Vec::new();
+    let mut avail = Vec::new();
+    for (i, line) in lines {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |why: &str| format!("line {}: {why}: {line:?}", i + 1);
+        let (d, a) = line.split_once(',').ok_or_else(|| bad("no comma"))?;
+        let t = parse_datetime(d.trim()).ok_or_else(|| bad("bad date"))?;
+        let a = match a.trim() {
+            "1" | "1.0" => true,
+            "0" | "0.0" => false,
+            _ => return Err(bad("availability is not 0 or 1")),
+        };
+        if times.last().is_some_and(|&p| t <= p) {
+            return Err(bad("time does not increase"));
+        }
+        times.push(t);
+        avail.push(a);
+    }
+    if times.is_empty() {
+        return Err("no rows".into());
+    }
+    Ok((times, avail))
+}
+
+/// Seconds since the Unix epoch of `YYYY-MM-DD HH:MM:SS` (UTC).
+fn parse_datetime(s: &str) -> Option<i64> {
+    let (d, t) = s.split_once([' ', 'T'])?;
+    let mut d = d.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = t.split(':').map(|x| x.parse::<i64>().ok());
+    let (hh, mm, ss) = (t.next()??, t.next()??, t.next().unwrap_or(Some(0))?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+/// A published figure: per window (by window number) dollars.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Published {
+    /// (strategy, region or "" for multi-region) -> window number -> cost.
+    pub costs: BTreeMap<String, BTreeMap<usize, f64>>,
+}
+
+impl Published {
+    fn key(strategy: &str, zone: &str) -> String {
+        if zone.is_empty() {
+            strategy.to_string()
+        } else {
+            format!("{strategy}@{zone}")
+        }
+    }
+
+    pub fn get(&self, strategy: &str, zone: &str) -> Option<&BTreeMap<usize, f64>> {
+        self.costs.get(&Self::key(strategy, zone))
+    }
+}
+
+/// A published policy to set beside a row.
+#[derive(Debug, Clone)]
+struct Reference {
+    strategy: String,
+    zone: String,
+    label: String,
+}
+
+impl Reference {
+    fn new(strategy: &str, zone: &str, name: &str) -> Reference {
+        let label = if zone.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name} {zone}")
+        };
+        Reference {
+            strategy: strategy.into(),
+            zone: zone.into(),
+            label,
+        }
+    }
+}
+
+/// Reads the published results: rows of `strategy, region, env_start_hours,
+/// cost, trace_mode`; rows with a `trace_mode` (summaries) are skipped; the
+/// window number is `env_start_hours / deadline`.
+pub fn load_published(path: &Path, setting: &SpotSetting) -> Result<Published, SpotError> {
+    let text = read(path)?;
+    let bad = |why: String| SpotError::Data {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut rows = text.lines().filter(|l| !l.trim().is_empty()).map(split_csv);
+    let header = rows.next().ok_or_else(|| bad("empty".into()))?;
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| bad(format!("no column {name}")))
+    };
+    let (cs, cr, ce, cc, cm) = (
+        col("strategy")?,
+        col("region")?,
+        col("env_start_hours")?,
+        col("cost")?,
+        col("trace_mode")?,
+    );
+    let mut out = Published::default();
+    for r in rows {
+        let get = |i: usize| r.get(i).map(String::as_str).unwrap_or("");
+        if !get(cm).is_empty() {
+            continue;
+        }
+        let start: f64 = get(ce)
+            .parse()
+            .map_err(|_| bad(format!("env_start_hours {:?}", get(ce))))?;
+        let cost: f64 = get(cc)
+            .parse()
+            .map_err(|_| bad(format!("cost {:?}", get(cc))))?;
+        let w = (start / setting.deadline_h).round() as usize;
+        let zone = get(cr).split('_').next().unwrap_or("");
+        out.costs
+            .entry(Published::key(get(cs), zone))
+            .or_default()
+            .insert(w, cost);
+    }
+    Ok(out)
+}
+
+/// One CSV line, with double-quoted fields.
+fn split_csv(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+/// One policy on one region set, over the windows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub policy: String,
+    /// The zones it may use, joined by `+`.
+    pub regions: String,
+    /// Dollars per window, in the order of the setting's windows.
+    pub costs: Vec<f64>,
+    pub mean: f64,
+    /// The published policy this row is compared with (the same policy for
+    /// Uniform Progress and the optimum; SkyNomad for ours on all zones;
+    /// Uniform Progress of the zone for ours on one zone).
+    pub reference: Option<String>,
+    /// Its published cost per window.
+    pub published: Option<Vec<f64>>,
+    pub published_mean: Option<f64>,
+    /// Windows where the deadline was missed (must be 0).
+    pub misses: usize,
+    /// Means over the windows.
+    pub preemptions: f64,
+    pub launches: f64,
+    pub migrations: f64,
+    pub spot_h: f64,
+    pub on_demand_h: f64,
+    pub finished_at_h: f64,
+    /// Ticks where the deadline guarantee overrode the policy (total).
+    pub forced: u32,
+    pub outcomes: Vec<SpotOutcome>,
+}
+
+/// Facts about the data, for the record.
+#[derive(Debug, Clone, Serialize)]
+pub struct DataSummary {
+    pub rows: usize,
+    pub first_unix_s: i64,
+    pub last_unix_s: i64,
+    pub median_step_s: i64,
+    pub min_step_s: i64,
+    pub max_step_s: i64,
+    /// Real hours covered by each window's rows (vs the model's ticks × 195 s).
+    pub window_real_h: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SpotReport {
+    pub setting: SpotSetting,
+    pub data: DataSummary,
+    pub on_demand_only_usd: f64,
+    pub rows: Vec<Row>,
+    /// Every optimum plan replayed through the simulator at its DP cost (the
+    /// cost-model check), and no policy under the optimum of its region set.
+    pub checks: Vec<String>,
+}
+
+/// [`evaluate_with`] in SkyNomad's V100 setting.
+pub fn evaluate(dir: &Path) -> Result<SpotReport, SpotError> {
+    evaluate_with(dir, &SpotSetting::skynomad_v100())
+}
+
+/// Runs every policy of the comparison on every window of `setting`.
+pub fn evaluate_with(dir: &Path, setting: &SpotSetting) -> Result<SpotReport, SpotError> {
+    let traces = load(dir, &setting.zones)?;
+    let published_path = dir.join(PUBLISHED_FILE);
+    let published = if published_path.is_file() {
+        Some(load_published(&published_path, setting)?)
+    } else {
+        None
+    };
+    let t_len = setting.window_ticks();
+    let job = setting.job();
+    let n = setting.zones.len();
+    let all: Vec<usize> = (0..n).collect();
+    let mut envs = Vec::new();
+    let mut window_real_h = Vec::new();
+    for &w in &setting.windows {
+        let start = w * t_len;
+        if start + t_len > traces.times.len() {
+            return Err(SpotError::Window {
+                window: w,
+                start,
+                need: t_len,
+                have: traces.times.len(),
+            });
+        }
+        window_real_h.push((traces.times[start + t_len - 1] - traces.times[start]) as f64 / 3600.0);
+        let regions = (0..n)
+            .map(|i| SpotRegion {
+                name: setting.zones[i].clone(),
+                available: traces.available[i][start..start + t_len].to_vec(),
+                price_per_h: traces.prices[i][start..start + t_len].to_vec(),
+            })
+            .collect();
+        let transfer_usd = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        setting.checkpoint_gb
+                            * transfer_usd_per_gb(&setting.zones[i], &setting.zones[j])
+                    })
+                    .collect()
+            })
+            .collect();
+        let env = SpotEnv {
+            tick_s: setting.tick_s,
+            on_demand_per_h: setting.on_demand_per_h,
+            regions,
+            transfer_usd,
+        };
+        env.validate()?;
+        envs.push(env);
+    }
+
+    // (regions, published reference, maker)
+    type Maker = Box<dyn Fn() -> Box<dyn SpotPolicy>>;
+    let up = |i: usize| {
+        Some(Reference::new(
+            "rc_cr_threshold",
+            &setting.zones[i],
+            "Uniform Progress",
+        ))
+    };
+    let mut plan: Vec<(Vec<usize>, Option<Reference>, Maker)> = Vec::new();
+    for i in 0..n {
+        plan.push((
+            vec![i],
+            up(i),
+            Box::new(|| Box::new(UniformProgress { region: 0 })),
+        ));
+    }
+    for i in 0..n {
+        plan.push((vec![i], up(i), Box::new(|| Box::new(SlackAware::default()))));
+    }
+    let skynomad = Reference::new("unified_cost_model_rate_ratio", "", "SkyNomad");
+    plan.push((
+        all.clone(),
+        Some(skynomad),
+        Box::new(|| Box::new(SlackAware::default())),
+    ));
+    plan.push((all.clone(), None, Box::new(|| Box::new(Greedy))));
+    plan.push((all.clone(), None, Box::new(|| Box::new(OnDemandOnly))));
+
+    let mut rows = Vec::new();
+    let mut checks = Vec::new();
+    let mut optimum_of: BTreeMap<Vec<usize>, Vec<f64>> = BTreeMap::new();
+    // The optimum for each region set (single zones and all).
+    let mut sets: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
+    sets.push(all.clone());
+    // The optimum is the slow part (about a second and 100 MB per window on
+    // three zones): as many at once as there are cores.
+    let tasks: Vec<(usize, usize)> = (0..sets.len())
+        .flat_map(|a| (0..envs.len()).map(move |b| (a, b)))
+        .collect();
+    let results: Vec<std::sync::Mutex<Option<Result<Optimum, CoreError>>>> =
+        tasks.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(tasks.len());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(a, b)) = tasks.get(k) else { break };
+                let r = offline_optimum(&envs[b].subset(&sets[a]), &job);
+                *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    let mut results = results
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()));
+    let optima: Vec<Vec<Result<Optimum, CoreError>>> = sets
+        .iter()
+        .map(|_| {
+            (0..envs.len())
+                .map(|_| results.next().flatten().expect("every optimum computed"))
+                .collect()
+        })
+        .collect();
+    for (set, opts) in sets.iter().zip(optima) {
+        let mut outcomes = Vec::new();
+        for (k, (env, opt)) in envs.iter().zip(opts).enumerate() {
+            let sub = env.subset(set);
+            let opt = opt?;
+            let rep = replay(&sub, &job, &opt.plan)?;
+            if !rep.met_deadline || (rep.cost - opt.cost).abs() > 1e-6 {
+                return Err(SpotError::Check(format!(
+                    "window {}: optimum {:.6} replays at {:.6} (met deadline: {})",
+                    setting.windows[k], opt.cost, rep.cost, rep.met_deadline
+                )));
+            }
+            let mut o = rep;
+            o.policy = "offline_optimum".into();
+            outcomes.push(o);
+        }
+        optimum_of.insert(set.clone(), outcomes.iter().map(|o| o.cost).collect());
+        let reference =
+            (set.len() == n).then(|| Reference::new("multi_region_oracle_dp", "", "oracle DP"));
+        rows.push(make_row(
+            setting,
+            set,
+            outcomes,
+            reference,
+            published.as_ref(),
+        ));
+        checks.push(format!(
+            "optimum on {}: every plan replays through the simulator at its DP cost (within $1e-6) and meets the deadline",
+            zones_label(setting, set)
+        ));
+    }
+    for (set, reference, maker) in &plan {
+        let mut outcomes = Vec::new();
+        for env in &envs {
+            let sub = env.subset(set);
+            let mut p = maker();
+            outcomes.push(simulate(&sub, &job, p.as_mut())?);
+        }
+        let opt = &optimum_of[set];
+        for (k, o) in outcomes.iter().enumerate() {
+            if o.cost < opt[k] - 1e-6 {
+                return Err(SpotError::Check(format!(
+                    "{} on {} window {}: {:.4} below the optimum {:.4}",
+                    o.policy,
+                    zones_label(setting, set),
+                    setting.windows[k],
+                    o.cost,
+                    opt[k]
+                )));
+            }
+        }
+        rows.push(make_row(
+            setting,
+            set,
+            outcomes,
+            reference.clone(),
+            published.as_ref(),
+        ));
+    }
+    checks.push("no policy below the optimum of its region set in any window".into());
+    // How close our model comes to the published one.
+    for r in &rows {
+        let Some(p) = &r.published else { continue };
+        let diffs: Vec<f64> = r.costs.iter().zip(p).map(|(a, b)| a - b).collect();
+        let max = diffs.iter().fold(0.0f64, |m, d| m.max(d.abs()));
+        let what = match r.policy.as_str() {
+            "uniform_progress" => "reproduces",
+            "offline_optimum" => "compared with",
+            _ => continue,
+        };
+        checks.push(format!(
+            "{} on {} {} the published {} to ${max:.3} at most per window (ours minus published: {})",
+            r.policy,
+            r.regions,
+            what,
+            r.reference.as_deref().unwrap_or(""),
+            diffs.iter().map(|d| format!("{d:+.3}")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    // Keep the optimum rows last, in the order single zones then all.
+    let k = sets.len();
+    rows.rotate_left(k);
+
+    let steps: Vec<i64> = traces.times.windows(2).map(|w| w[1] - w[0]).collect();
+    let mut sorted = steps.clone();
+    sorted.sort_unstable();
+    let data = DataSummary {
+        rows: traces.times.len(),
+        first_unix_s: traces.times[0],
+        last_unix_s: *traces.times.last().unwrap_or(&0),
+        median_step_s: sorted.get(sorted.len() / 2).copied().unwrap_or(0),
+        min_step_s: sorted.first().copied().unwrap_or(0),
+        max_step_s: sorted.last().copied().unwrap_or(0),
+        window_real_h,
+    };
+    let env0 = envs.first().map(|e| e.subset(&[0]));
+    let on_demand_only_usd = match env0 {
+        Some(e) => on_demand_cost(&e, &job)?,
+        None => 0.0,
+    };
+    Ok(SpotReport {
+        setting: setting.clone(),
+        data,
+        on_demand_only_usd,
+        rows,
+        checks,
+    })
+}
+
+fn zones_label(setting: &SpotSetting, set: &[usize]) -> String {
+    set.iter()
+        .map(|&i| setting.zones[i].as_str())
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+fn make_row(
+    setting: &SpotSetting,
+    set: &[usize],
+    outcomes: Vec<SpotOutcome>,
+    reference: Option<Reference>,
+    published: Option<&Published>,
+) -> Row {
+    let n = outcomes.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&SpotOutcome) -> f64| outcomes.iter().map(f).sum::<f64>() / n;
+    let published: Option<Vec<f64>> = reference.as_ref().and_then(|r| {
+        let m = published?.get(&r.strategy, &r.zone)?;
+        setting.windows.iter().map(|w| m.get(w).copied()).collect()
+    });
+    let published_mean = published
+        .as_ref()
+        .map(|p| p.iter().sum::<f64>() / p.len().max(1) as f64);
+    Row {
+        policy: outcomes
+            .first()
+            .map(|o| o.policy.clone())
+            .unwrap_or_default(),
+        regions: zones_label(setting, set),
+        costs: outcomes.iter().map(|o| o.cost).collect(),
+        mean: mean(&|o| o.cost),
+        reference: reference.filter(|_| published.is_some()).map(|r| r.label),
+        published,
+        published_mean,
+        misses: outcomes.iter().filter(|o| !o.met_deadline).count(),
+        preemptions: mean(&|o| o.preemptions as f64),
+        launches: mean(&|o| o.launches as f64),
+        migrations: mean(&|o| o.migrations as f64),
+        spot_h: mean(&|o| o.spot_h),
+        on_demand_h: mean(&|o| o.on_demand_h),
+        finished_at_h: mean(&|o| o.finished_at_h.unwrap_or(f64::NAN)),
+        forced: outcomes.iter().map(|o| o.forced).sum(),
+        outcomes,
+    }
+}
+
+impl fmt::Display for SpotReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.setting;
+        writeln!(
+            f,
+            "Spot vs on-demand, {} h of work, deadline {:.3} h, restart {} h, tick {} s, on-demand ${}/h, checkpoint {} GB; windows {:?}.",
+            fmt_num(s.work_h, 3),
+            s.deadline_h,
+            s.restart_h,
+            s.tick_s,
+            s.on_demand_per_h,
+            s.checkpoint_gb,
+            s.windows
+        )?;
+        writeln!(f)?;
+        write!(f, "| policy | regions |")?;
+        for w in &s.windows {
+            write!(f, " w{w} |")?;
+        }
+        writeln!(f, " mean | published, mean | misses |")?;
+        write!(f, "|---|---|")?;
+        for _ in &s.windows {
+            write!(f, "---:|")?;
+        }
+        writeln!(f, "---:|---|---:|")?;
+        for r in &self.rows {
+            write!(f, "| {} | {} |", r.policy, r.regions)?;
+            for c in &r.costs {
+                write!(f, " {c:.2} |")?;
+            }
+            let pm = match (&r.reference, r.published_mean) {
+                (Some(name), Some(m)) => format!("{name}: {m:.2}"),
+                _ => String::new(),
+            };
+            writeln!(f, " **{:.2}** | {} | {} |", r.mean, pm, r.misses)?;
+        }
+        writeln!(f)?;
+        writeln!(f, "Published per window (SkyNomad artifact, same setting):")?;
+        writeln!(f)?;
+        write!(f, "| policy | regions |")?;
+        for w in &s.windows {
+            write!(f, " w{w} |")?;
+        }
+        writeln!(f, " mean |")?;
+        write!(f, "|---|---|")?;
+        for _ in &s.windows {
+            write!(f, "---:|")?;
+        }
+        writeln!(f, "---:|")?;
+        let mut shown = std::collections::BTreeSet::new();
+        for r in self.rows.iter().filter(|r| r.published.is_some()) {
+            let name = r.reference.clone().unwrap_or_default();
+            if !shown.insert(name.clone()) {
+                continue;
+            }
+            let p = r.published.as_deref().unwrap_or(&[]);
+            write!(f, "| {} | {} |", name, r.regions)?;
+            for c in p {
+                write!(f, " {c:.2} |")?;
+            }
+            writeln!(f, " {:.2} |", r.published_mean.unwrap_or(f64::NAN))?;
+        }
+        writeln!(f)?;
+        writeln!(f, "Means per window: spot and on-demand hours, preemptions, instance starts, region changes, guarantee overrides (total):")?;
+        writeln!(f)?;
+        writeln!(f, "| policy | regions | spot h | on-demand h | done at h | preemptions | starts | migrations | forced |")?;
+        writeln!(f, "|---|---|---:|---:|---:|---:|---:|---:|---:|")?;
+        for r in &self.rows {
+            writeln!(
+                f,
+                "| {} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {} |",
+                r.policy,
+                r.regions,
+                r.spot_h,
+                r.on_demand_h,
+                r.finished_at_h,
+                r.preemptions,
+                r.launches,
+                r.migrations,
+                r.forced
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "Data: {} rows per zone, steps {} s median ({}..{} s); the model counts each row as {} s. On-demand only: ${:.2}.",
+            self.data.rows, self.data.median_step_s, self.data.min_step_s, self.data.max_step_s, s.tick_s, self.on_demand_only_usd
+        )?;
+        writeln!(f)?;
+        for c in &self.checks {
+            writeln!(f, "- Check: {c}.")?;
+        }
+        Ok(())
+    }
+}
+
+fn fmt_num(x: f64, d: usize) -> String {
+    format!("{x:.d$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/spot")
+    }
+
+    /// The fixture's 300 rows hold two windows of 140 ticks (7.6 h).
+    fn small() -> SpotSetting {
+        let deadline_h = 140.0 * 195.0 / 3600.0;
+        SpotSetting {
+            work_h: deadline_h / 1.5,
+            deadline_h,
+            windows: vec![0, 1],
+            ..SpotSetting::skynomad_v100()
+        }
+    }
+
+    #[test]
+    fn every_policy_meets_the_deadline_on_the_fixture_and_none_beats_the_optimum() {
+        let r = evaluate_with(&fixture(), &small()).unwrap();
+        assert_eq!(r.data.rows, 300);
+        assert_eq!(r.data.median_step_s, 195);
+        assert_eq!(r.rows.len(), 3 + 3 + 3 + 4);
+        for row in &r.rows {
+            assert_eq!(row.misses, 0, "{} on {}", row.policy, row.regions);
+            assert_eq!(row.costs.len(), 2);
+            assert!(row
+                .outcomes
+                .iter()
+                .all(|o| o.met_deadline && o.finished_at_h.unwrap() <= small().deadline_h + 1e-9));
+            assert!(
+                row.published.is_none(),
+                "the fixture has no published results"
+            );
+            let opt = r
+                .rows
+                .iter()
+                .find(|o| o.policy == "offline_optimum" && o.regions == row.regions)
+                .unwrap();
+            for (c, o) in row.costs.iter().zip(&opt.costs) {
+                assert!(
+                    c >= &(o - 1e-6),
+                    "{} on {}: {c} below the optimum {o}",
+                    row.policy,
+                    row.regions
+                );
+            }
+            if row.policy == "uniform_progress" {
+                assert_eq!(row.forced, 0, "Uniform Progress is safe by its own rules");
+            }
+        }
+        // On all three zones the optimum is no dearer than on any one.
+        let all = r
+            .rows
+            .iter()
+            .find(|o| o.policy == "offline_optimum" && o.regions.contains('+'))
+            .unwrap();
+        for one in r
+            .rows
+            .iter()
+            .filter(|o| o.policy == "offline_optimum" && !o.regions.contains('+'))
+        {
+            assert!(all.mean <= one.mean + 1e-9);
+        }
+        let text = r.to_string();
+        assert!(
+            text.contains("| slack_aware | us-east-1c+us-east-2b+us-west-2a |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Check: optimum on us-east-1c+us-east-2b+us-west-2a: every plan replays")
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["rows"].as_array().unwrap().len(), 13);
+    }
+
+    #[test]
+    fn the_published_setting_does_not_fit_in_the_fixture() {
+        let e = evaluate(&fixture()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SpotError::Window {
+                    window: 3,
+                    start: 3318,
+                    need: 1106,
+                    have: 300
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_published_setting_is_skynomads() {
+        let s = SpotSetting::skynomad_v100();
+        assert_eq!(s.window_ticks(), 1106);
+        assert!((s.deadline_h - 59.908_333).abs() < 1e-5);
+        assert!((s.work_h - 39.938_888).abs() < 1e-5);
+        let starts: Vec<f64> = s.windows.iter().map(|&w| w as f64 * s.deadline_h).collect();
+        for (a, b) in
+            starts
+                .iter()
+                .zip([179.725, 299.541_666, 419.358_333, 479.266_666, 838.716_666])
+        {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn dates_and_transfer_prices() {
+        assert_eq!(parse_datetime("1970-01-01 00:00:00"), Some(0));
+        assert_eq!(parse_datetime("2023-02-15 22:08:16"), Some(1_676_498_896));
+        assert_eq!(parse_datetime("2023-02-15T22:08:16"), Some(1_676_498_896));
+        assert_eq!(parse_datetime("2024-02-29 12:00"), Some(1_709_208_000));
+        assert_eq!(parse_datetime("2023-13-01 00:00:00"), None);
+        assert_eq!(parse_datetime("yesterday"), None);
+        assert_eq!(transfer_usd_per_gb("us-east-1c", "us-east-1d"), 0.0);
+        assert_eq!(transfer_usd_per_gb("us-east-1c", "us-east-2b"), 0.01);
+        assert_eq!(transfer_usd_per_gb("us-east-2b", "us-east-1c"), 0.01);
+        assert_eq!(transfer_usd_per_gb("us-east-2b", "us-west-2a"), 0.02);
+        assert_eq!(transfer_usd_per_gb("us-west-2a", "us-east-1c"), 0.02);
+    }
+
+    #[test]
+    fn published_results_are_read_by_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PUBLISHED_FILE);
+        let header = "scenario_name,regions_in_scenario,num_regions,strategy,trace_index,task_type,trace_mode,region,strategy_file,task_duration,checkpoint_size,restart_overhead,deadline_ratio,deadline_hours,env_start_hours,use_full_trace,enforce_window_bound,data_paths,window_index,cost,migrations";
+        let rows = [
+            r#"V100 (3 regions),"['us-east-1c_v100_1', 'us-east-2b_v100_1']",3,unified_cost_model_rate_ratio,0,multi_region,,,,39.9,50.0,0.2,1.5,59.90833333333333,179.725,True,True,['data/x'],0,42.99431666666663,4"#,
+            r#"V100 (3 regions),"['us-east-1c_v100_1', 'us-east-2b_v100_1']",3,rc_cr_threshold,0,multi_region,,us-east-2b_v100_1,,39.9,50.0,0.2,1.5,59.90833333333333,299.5416666666667,True,True,['data/x'],1,47.05642,0"#,
+            r#"V100 (3 regions),"['us-east-1c_v100_1', 'us-east-2b_v100_1']",3,rc_cr_threshold,0,multi_region,best_single,us-east-1c_v100_1,,39.9,50.0,0.2,1.5,59.90833333333333,179.725,True,True,['data/x'],0,50.16908,0"#,
+        ];
+        std::fs::write(&path, format!("{header}\n{}\n", rows.join("\n"))).unwrap();
+        let p = load_published(&path, &SpotSetting::skynomad_v100()).unwrap();
+        assert_eq!(
+            p.get("unified_cost_model_rate_ratio", "").unwrap()[&3],
+            42.99431666666663
+        );
+        assert_eq!(
+            p.get("rc_cr_threshold", "us-east-2b").unwrap()[&5],
+            47.05642
+        );
+        assert!(
+            p.get("rc_cr_threshold", "us-east-1c").is_none(),
+            "summary rows are skipped"
+        );
+        assert_eq!(split_csv(r#"a,"b,""c""",d"#), vec!["a", "b,\"c\"", "d"]);
+    }
+
+    #[test]
+    fn bad_data_is_an_error_naming_the_file() {
+        let zones = vec!["us-east-1c".to_string(), "us-east-2b".to_string()];
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let prices = r#"{"us-east-1c_v100_1": [1.0, 1.0], "us-east-2b_v100_1": [0.9]}"#;
+        std::fs::write(d.join("v100_spot_prices.json"), prices).unwrap();
+        std::fs::write(
+            d.join("us-east-1c_v100_1.csv"),
+            "date,availability\n2023-02-15 22:08:16,1\n2023-02-15 22:11:31,0\n",
+        )
+        .unwrap();
+        let e = load(d, &zones).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("expected one us-east-2b_*.csv, found 0"),
+            "{e}"
+        );
+        std::fs::write(
+            d.join("us-east-2b_v100_1.csv"),
+            "date,availability\n2023-02-15 22:08:16,1\n2023-02-15 22:11:31,1\n",
+        )
+        .unwrap();
+        let e = load(d, &zones).unwrap_err();
+        assert!(
+            e.to_string().contains("1 prices for 2 availability rows"),
+            "{e}"
+        );
+        std::fs::write(
+            d.join("v100_spot_prices.json"),
+            prices.replace("[0.9]", "[0.9, 0.9]"),
+        )
+        .unwrap();
+        let t = load(d, &zones).unwrap();
+        assert_eq!(
+            (t.available[0].clone(), t.prices[1].clone()),
+            (vec![true, false], vec![0.9, 0.9])
+        );
+        std::fs::write(
+            d.join("us-east-2b_v100_1.csv"),
+            "date,availability\n2023-02-15 22:08:16,1\n2023-02-15 22:11:32,1\n",
+        )
+        .unwrap();
+        let e = load(d, &zones).unwrap_err();
+        assert!(e.to_string().contains("timestamps differ"), "{e}");
+        std::fs::write(
+            d.join("us-east-2b_v100_1.csv"),
+            "date,availability\n2023-02-15 22:08:16,2\n",
+        )
+        .unwrap();
+        let e = load(d, &zones).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("us-east-2b_v100_1.csv: line 2: availability is not 0 or 1"),
+            "{e}"
+        );
+        std::fs::write(d.join("us-east-2b_v100_1.csv"), "when,up\n").unwrap();
+        assert!(load(d, &zones)
+            .unwrap_err()
+            .to_string()
+            .contains("expected date,availability"));
+    }
+}
