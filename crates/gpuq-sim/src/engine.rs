@@ -65,6 +65,9 @@ pub struct SimOptions {
     pub restart_penalty_s: f64,
     /// Sampling period of the allocation ratio, seconds.
     pub sample_every_s: f64,
+    /// Pass the whole queue to every pass instead of the jobs that could start
+    /// (slow; for checking that the shortcut changes no decision).
+    pub full_passes: bool,
 }
 
 impl Default for SimOptions {
@@ -77,6 +80,7 @@ impl Default for SimOptions {
             user_max_gpus: None,
             restart_penalty_s: 30.0,
             sample_every_s: 3600.0,
+            full_passes: false,
         }
     }
 }
@@ -301,10 +305,14 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             policy: &policy,
         };
         passes += 1;
-        let decisions = schedule(
-            &input,
-            candidates(&queue, &by_user, &policy, total_gpus - allocated, opts),
-        );
+        let decisions = if opts.full_passes {
+            schedule(&input, queue.values())
+        } else {
+            schedule(
+                &input,
+                candidates(&queue, &by_user, &policy, total_gpus - allocated, opts),
+            )
+        };
         for d in decisions {
             let Decision::Start { job, node, gpus } = d else {
                 continue;

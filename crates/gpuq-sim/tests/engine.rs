@@ -115,3 +115,36 @@ fn runs_are_deterministic_and_never_overcommit() {
         assert!(a.wait_avg_s >= 0.0 && a.fairness_jain > 0.0 && a.fairness_jain <= 1.0);
     }
 }
+
+#[test]
+fn the_shortcut_passes_decide_what_full_passes_decide() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/philly-sample.csv"
+    ))
+    .unwrap();
+    let trace = parse(&text, "philly-sample.csv").unwrap();
+    for (nodes, gpus) in [(1, 8), (2, 4), (4, 8)] {
+        for policy in [
+            PolicyName::Fifo,
+            PolicyName::Gpuq,
+            PolicyName::SjfOracle,
+            PolicyName::Tiresias,
+        ] {
+            let short = opts(policy, nodes, gpus);
+            let full = SimOptions {
+                full_passes: true,
+                ..short.clone()
+            };
+            let a = run(&trace, &short);
+            let b = run(&trace, &full);
+            let ends = |r: &gpuq_sim::engine::Run| {
+                r.outcomes
+                    .iter()
+                    .map(|o| o.map(|o| (o.first_start, o.end)))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(ends(&a), ends(&b), "{policy:?} on {nodes}x{gpus}");
+        }
+    }
+}
