@@ -375,26 +375,36 @@ fn candidates<'q>(
     let ordered: Box<dyn Iterator<Item = &PendingJob>> = if policy.standing.is_empty() {
         Box::new(queue.values())
     } else {
-        // gpuq's order within a class: lower fair-share standing first, then
-        // submit order; merged from per-user runs of the (already ordered) queue.
-        let mut all: Vec<&PendingJob> = by_user
-            .values()
-            .flat_map(|keys| keys.iter().take(limit + 1).map(|k| &queue[k]))
+        // gpuq's order: priority class, then lower fair-share standing, then submit
+        // order (the core's `fair_share_order`). Each user's run of the queue is
+        // already in (class, submit) order and a user's standing is one number, so a
+        // k-way merge of the runs yields the same order without sorting the queue.
+        let standing = |u: &str| {
+            policy
+                .standing
+                .get(u)
+                .copied()
+                .unwrap_or(0.0)
+                .max(0.0)
+                .to_bits()
+        };
+        let mut runs: Vec<_> = by_user
+            .iter()
+            .map(|(u, keys)| (standing(u), keys.iter()))
             .collect();
-        all.sort_by(|a, b| {
-            b.priority
-                .cmp(&a.priority)
-                .then(
-                    policy
-                        .standing
-                        .get(&a.user)
-                        .copied()
-                        .unwrap_or(0.0)
-                        .total_cmp(&policy.standing.get(&b.user).copied().unwrap_or(0.0)),
-                )
-                .then((a.submitted_at, a.id).cmp(&(b.submitted_at, b.id)))
-        });
-        Box::new(all.into_iter())
+        let mut heap = BinaryHeap::new();
+        for (i, (st, it)) in runs.iter_mut().enumerate() {
+            if let Some(k) = it.next() {
+                heap.push(Reverse((k.0, *st, k.1, k.2, i)));
+            }
+        }
+        Box::new(std::iter::from_fn(move || {
+            let Reverse((class, st, submit, id, i)) = heap.pop()?;
+            if let Some(k) = runs[i].1.next() {
+                heap.push(Reverse((k.0, st, k.1, k.2, i)));
+            }
+            Some(&queue[&(class, submit, id)])
+        }))
     };
     let mut out = Vec::new();
     let mut fitting = 0usize;
