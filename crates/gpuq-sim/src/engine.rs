@@ -150,7 +150,8 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
     let mut queue: BTreeMap<(i64, Millis, JobId), PendingJob> = BTreeMap::new();
     // The same keys per user (gpuq's fair-share order merges users' queues).
     let mut by_user: HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>> = HashMap::new();
-    let mut running: HashMap<JobId, RunningJob> = HashMap::new();
+    // Ordered: the pass sees running jobs in the same order in every run (determinism).
+    let mut running: BTreeMap<JobId, RunningJob> = BTreeMap::new();
     let mut ends: BinaryHeap<Reverse<(Millis, JobId)>> = BinaryHeap::new();
     let mut policy = Policy {
         default_user_max_gpus: opts.user_max_gpus,
@@ -460,7 +461,7 @@ fn las_may_preempt(
     now: Millis,
     trace: &[TraceJob],
     active: &HashMap<JobId, Active>,
-    running: &HashMap<JobId, RunningJob>,
+    running: &BTreeMap<JobId, RunningJob>,
     queue: &BTreeMap<(i64, Millis, JobId), PendingJob>,
 ) -> bool {
     let Some(((best_waiting, _, _), _)) = queue.first_key_value() else {
@@ -483,7 +484,7 @@ fn preempt_for_las(
     now: Millis,
     trace: &[TraceJob],
     active: &mut HashMap<JobId, Active>,
-    running: &mut HashMap<JobId, RunningJob>,
+    running: &mut BTreeMap<JobId, RunningJob>,
     queue: &mut BTreeMap<(i64, Millis, JobId), PendingJob>,
     by_user: &mut HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>>,
     allocated: &mut u32,
