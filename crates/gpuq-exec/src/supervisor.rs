@@ -18,6 +18,16 @@ pub struct ExitRecord {
 }
 
 impl ExitRecord {
+    /// The record of an attempt that could not be started at all.
+    pub fn spawn_failed(why: String, at_ms: i64) -> Self {
+        Self {
+            exit_code: None,
+            signal: None,
+            spawn_error: Some(why),
+            ended_at_ms: at_ms,
+        }
+    }
+
     pub fn read(dir: &JobDir, attempt: u32) -> Option<ExitRecord> {
         let bytes = std::fs::read(dir.exit_record(attempt)).ok()?;
         serde_json::from_slice(&bytes).ok()

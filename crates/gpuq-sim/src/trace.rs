@@ -210,6 +210,11 @@ fn civil_seconds(s: &str) -> Option<f64> {
     if !(1..=12).contains(&m) || !(1..=31).contains(&day) {
         return None;
     }
+    Some(unix_seconds(y, m, day, hh, mm, ss) as f64)
+}
+
+/// Seconds since 1970-01-01 00:00 UTC of a civil date and time (no checks).
+pub(crate) fn unix_seconds(y: i64, m: i64, day: i64, hh: i64, mm: i64, ss: i64) -> i64 {
     // Days from civil (Howard Hinnant's algorithm).
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
@@ -218,7 +223,7 @@ fn civil_seconds(s: &str) -> Option<f64> {
     let doy = (153 * mp + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
-    Some((days * 86_400 + hh * 3600 + mm * 60 + ss) as f64)
+    days * 86_400 + hh * 3600 + mm * 60 + ss
 }
 
 #[cfg(test)]

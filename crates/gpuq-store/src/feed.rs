@@ -49,15 +49,7 @@ impl Store {
         let mut stmt = self.conn.prepare_cached(
             "SELECT seq, at, job_id, kind, detail FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
         )?;
-        let rows = stmt.query_map(params![after, limit], |r| {
-            Ok(Event {
-                seq: r.get(0)?,
-                at: r.get(1)?,
-                job_id: r.get(2)?,
-                kind: r.get(3)?,
-                detail: r.get(4)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![after, limit], crate::event_of)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 

@@ -646,17 +646,20 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT seq, at, job_id, kind, detail FROM events WHERE job_id = ?1 ORDER BY seq",
         )?;
-        let rows = stmt.query_map([job], |r| {
-            Ok(Event {
-                seq: r.get(0)?,
-                at: r.get(1)?,
-                job_id: r.get(2)?,
-                kind: r.get(3)?,
-                detail: r.get(4)?,
-            })
-        })?;
+        let rows = stmt.query_map([job], event_of)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+}
+
+/// An `events` row selected as `seq, at, job_id, kind, detail`.
+pub(crate) fn event_of(r: &Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        seq: r.get(0)?,
+        at: r.get(1)?,
+        job_id: r.get(2)?,
+        kind: r.get(3)?,
+        detail: r.get(4)?,
+    })
 }
 
 fn start_in(

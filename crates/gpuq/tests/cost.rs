@@ -6,12 +6,8 @@ use common::{eventually, Daemon};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-fn json_of(d: &Daemon, args: &[&str]) -> Value {
-    serde_json::from_str(&d.ok(args)).unwrap()
-}
-
 fn me(d: &Daemon) -> String {
-    json_of(d, &["whoami", "--json"])["user"]
+    d.json(&["whoami", "--json"])["user"]
         .as_str()
         .unwrap()
         .to_string()
@@ -45,7 +41,7 @@ fn costs_are_exact_and_every_view_agrees() {
         assert_eq!(cost, expected_micros(attempt), "job {id}");
         total += cost;
     }
-    let by_job = json_of(&d, &["cost", "--by", "job", "--json"]);
+    let by_job = d.json(&["cost", "--by", "job", "--json"]);
     for row in by_job["rows"].as_array().unwrap() {
         let id: u64 = row["key"].as_str().unwrap().parse().unwrap();
         assert_eq!(
@@ -55,7 +51,7 @@ fn costs_are_exact_and_every_view_agrees() {
         );
     }
     for by in ["user", "job", "day", "project"] {
-        let r = json_of(&d, &["cost", "--by", by, "--json"]);
+        let r = d.json(&["cost", "--by", by, "--json"]);
         assert_eq!(r["total"].as_i64(), Some(total), "--by {by}");
         let sum: i64 = r["rows"]
             .as_array()
@@ -87,7 +83,7 @@ fn costs_are_exact_and_every_view_agrees() {
     free.wait(id);
     assert!(free.show(id)["cost"].is_null());
     assert!(free.ok(&["show", &id.to_string()]).contains("no price"));
-    let r = json_of(&free, &["cost", "--json"]);
+    let r = free.json(&["cost", "--json"]);
     assert!(
         r["total"].is_null() && r["pricing"].as_str().unwrap().contains("no price"),
         "{r}"
@@ -137,7 +133,8 @@ fn a_budget_refuses_what_it_cannot_pay_then_holds_and_stops_at_100_percent() {
     assert!(eventually(Duration::from_secs(10), || d.show(queued)
         ["held_by"]
         == "budget"));
-    let kinds: Vec<String> = json_of(&d, &["alerts", "--json"])
+    let kinds: Vec<String> = d
+        .json(&["alerts", "--json"])
         .as_array()
         .unwrap()
         .iter()
@@ -157,20 +154,10 @@ fn a_budget_refuses_what_it_cannot_pay_then_holds_and_stops_at_100_percent() {
     let again = d.gpuq(&["submit", "--", "true"]);
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("is spent"));
-    let budget = &json_of(&d, &["cost", "--json"])["budgets"][0];
+    let budget = &d.json(&["cost", "--json"])["budgets"][0];
     assert_eq!(budget["exhausted"], true);
     assert!(budget["spent"].as_i64().unwrap() >= 4_000_000);
-    let metrics = common::stdout(
-        &std::process::Command::new("curl")
-            .args([
-                "-sS",
-                "-H",
-                &format!("authorization: Bearer {}", d.token()),
-                &format!("{}/metrics", d.url),
-            ])
-            .output()
-            .unwrap(),
-    );
+    let metrics = d.get("/metrics");
     assert!(
         metrics.contains(&format!(
             "gpuq_budget_limit_dollars{{scope=\"user\",name=\"{user}\",period=\"month\"}} 4"
@@ -232,7 +219,7 @@ fn autostop_acts_only_after_the_node_is_idle_and_dry_run_runs_nothing() {
         "{}",
         d.daemon_log()
     );
-    let alerts = json_of(&d, &["alerts", "--json"]);
+    let alerts = d.json(&["alerts", "--json"]);
     let idle_msgs: Vec<&str> = alerts
         .as_array()
         .unwrap()
@@ -254,17 +241,15 @@ fn autostop_acts_only_after_the_node_is_idle_and_dry_run_runs_nothing() {
     std::fs::remove_file(&marker).unwrap();
     let status = d.ok(&["autostop", "1s", "--dry-run"]);
     assert!(status.contains("dry run"), "{status}");
-    assert!(eventually(Duration::from_secs(10), || json_of(
-        &d,
-        &["alerts", "--json"]
-    )
-    .as_array()
-    .unwrap()
-    .iter()
-    .any(|a| a["message"]
-        .as_str()
+    assert!(eventually(Duration::from_secs(10), || d
+        .json(&["alerts", "--json"])
+        .as_array()
         .unwrap()
-        .contains("(dry run): would run"))));
+        .iter()
+        .any(|a| a["message"]
+            .as_str()
+            .unwrap()
+            .contains("(dry run): would run"))));
     std::thread::sleep(Duration::from_millis(500));
     assert!(!marker.exists(), "a dry run ran the command");
     d.ok(&["cancel", &idle.to_string()]);
@@ -284,7 +269,7 @@ fn schedules_submit_recurring_jobs_and_list_their_next_runs() {
             spec.display()
         ),
     );
-    let listed = json_of(&d, &["schedules", "--json"]);
+    let listed = d.json(&["schedules", "--json"]);
     assert_eq!(listed[1]["name"], "night");
     let next = listed[1]["next_local"].as_array().unwrap();
     assert_eq!(next.len(), 3);
@@ -294,7 +279,7 @@ fn schedules_submit_recurring_jobs_and_list_their_next_runs() {
         "{next:?}"
     );
     assert!(eventually(Duration::from_secs(10), || {
-        json_of(&d, &["ls", "--json"])
+        d.json(&["ls", "--json"])
             .as_array()
             .unwrap()
             .iter()
@@ -344,7 +329,7 @@ fn advice_names_cheaper_cards_and_the_figures_behind_its_hints() {
         "2",
     ]);
     d.wait(id);
-    let a = json_of(&d, &["advise", &id.to_string(), "--json"]);
+    let a = d.json(&["advise", &id.to_string(), "--json"]);
     let hints: Vec<&str> = a["hints"]
         .as_array()
         .unwrap()

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{eventually, nvml_stand_in, stdout, succeeded, Daemon};
+use common::{eventually, nvml_stand_in, stdout, Daemon};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -12,15 +12,8 @@ use std::time::Duration;
 
 const FAST: &str = "[telemetry]\ninterval = \"100ms\"\n[alerts]\nidle_after = \"1s\"\n";
 
-fn json_of(d: &Daemon, args: &[&str]) -> Value {
-    serde_json::from_str(&d.ok(args)).unwrap()
-}
-
 fn alerts(d: &Daemon) -> Vec<Value> {
-    json_of(d, &["alerts", "--json"])
-        .as_array()
-        .unwrap()
-        .clone()
+    d.json(&["alerts", "--json"]).as_array().unwrap().clone()
 }
 
 #[test]
@@ -47,7 +40,7 @@ fn simulated_gpus_follow_their_jobs_and_jobs_keep_their_figures() {
     d.wait_running(idle);
     d.wait_running(busy);
     let gpu_of = |id: u64| d.show(id)["gpus"][0].as_u64().unwrap();
-    let reading = |gpu: u64| json_of(&d, &["gpus", "--json"])[gpu as usize]["reading"].clone();
+    let reading = |gpu: u64| d.json(&["gpus", "--json"])[gpu as usize]["reading"].clone();
     assert!(eventually(Duration::from_secs(10), || {
         reading(gpu_of(busy))["util_percent"] == json!(40.0)
             && reading(gpu_of(busy))["memory_used_mib"] == json!(1000)
@@ -84,7 +77,7 @@ fn simulated_gpus_follow_their_jobs_and_jobs_keep_their_figures() {
     assert!(live["gpu_seconds"].as_f64().unwrap() > 0.5, "{live}");
     let busy_gpu = gpu_of(busy);
     // History (in memory: a restart clears it) is queryable: every GPU, oldest first, the busy job's load in it.
-    let history = get(&d, "/v1/gpus/history?since=0");
+    let history = serde_json::from_str::<Value>(&d.get("/v1/gpus/history?since=0")).unwrap();
     let series = history.as_array().unwrap();
     assert_eq!(series.len(), 2);
     let points = series[busy_gpu as usize]["points"].as_array().unwrap();
@@ -303,7 +296,7 @@ fn nvml_readings_processes_and_card_faults_through_the_real_code_path() {
             ("GPUQ_NVML_STAND_IN_STATE", state.to_str().unwrap()),
         ],
     );
-    let gpus = json_of(&d, &["gpus", "--json"]);
+    let gpus = d.json(&["gpus", "--json"]);
     assert_eq!(
         gpus.as_array().unwrap().len(),
         2,
@@ -311,9 +304,9 @@ fn nvml_readings_processes_and_card_faults_through_the_real_code_path() {
     );
     assert_eq!(gpus[0]["model"], "NVIDIA A100-SXM4-80GB");
     assert!(eventually(Duration::from_secs(10), || {
-        json_of(&d, &["gpus", "--json"])[1]["reading"]["power_w"] == json!(250.0)
+        d.json(&["gpus", "--json"])[1]["reading"]["power_w"] == json!(250.0)
     }));
-    let r = &json_of(&d, &["gpus", "--json"])[1]["reading"];
+    let r = &d.json(&["gpus", "--json"])[1]["reading"];
     assert_eq!(
         (
             &r["util_percent"],
@@ -360,7 +353,7 @@ fn nvml_readings_processes_and_card_faults_through_the_real_code_path() {
         json!([{ "pid": stranger, "used_memory": 1_073_741_824u64 }]);
     write(devices.clone());
     assert!(eventually(Duration::from_secs(10), || {
-        let g = json_of(&d, &["gpus", "--json"]);
+        let g = d.json(&["gpus", "--json"]);
         g[job_gpu]["processes"]
             == json!([{ "gpu": job_gpu, "pid": worker, "memory_mib": 4096, "job": id }])
             && g[1 - job_gpu]["processes"][0]["job"].is_null()
@@ -398,19 +391,9 @@ fn nvml_readings_processes_and_card_faults_through_the_real_code_path() {
     let xid = all.iter().find(|a| a["kind"] == "gpu_xid").unwrap();
     assert_eq!(xid["gpu"], json!(0));
     assert!(xid["message"].as_str().unwrap().contains("XID error 79"));
-    let lost = json_of(&d, &["gpus", "--json"])[1]["reading"]["lost"].clone();
+    let lost = d.json(&["gpus", "--json"])[1]["reading"]["lost"].clone();
     assert_eq!(lost, json!(true));
     assert!(d.ok(&["gpus"]).contains("LOST"));
     d.ok(&["cancel", &id.to_string()]);
     d.wait(id);
-}
-
-fn get(d: &Daemon, path: &str) -> Value {
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "-H"])
-        .arg(format!("authorization: Bearer {}", d.token()))
-        .arg(format!("{}{path}", d.url))
-        .output()
-        .unwrap();
-    serde_json::from_str(&succeeded(&out)).unwrap()
 }

@@ -165,7 +165,7 @@ pub async fn list(
     Ok(Json(
         jobs.into_iter()
             .map(|mut j| {
-                ctx.service.live_cost(&mut j, now);
+                ctx.service.add_live_state(&mut j, now);
                 redact(j, &caller)
             })
             .collect(),
@@ -179,7 +179,7 @@ pub async fn show(
 ) -> ApiResult<Json<JobDetail>> {
     // Everyone may see the queue; environment values stay with the owner.
     let mut job = redact(ctx.service.job(id)?, &caller);
-    ctx.service.live_cost(&mut job, crate::home::now_ms());
+    ctx.service.add_live_state(&mut job, crate::home::now_ms());
     let (attempts, events) = ctx
         .service
         .with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;

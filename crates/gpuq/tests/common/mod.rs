@@ -224,6 +224,22 @@ impl Daemon {
         self.ok(&full).trim().parse().expect("submit prints an id")
     }
 
+    /// Runs a gpuq command that prints JSON (`--json`) and parses its output.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+
+    /// GETs an API path with the daemon's token; returns the body.
+    pub fn get(&self, path: &str) -> String {
+        let out = Command::new("curl")
+            .args(["-sS", "-H"])
+            .arg(format!("authorization: Bearer {}", self.token()))
+            .arg(format!("{}{path}", self.url))
+            .output()
+            .expect("curl runs");
+        succeeded(&out)
+    }
+
     pub fn show(&self, id: u64) -> serde_json::Value {
         serde_json::from_str(&self.ok(&["show", &id.to_string(), "--json"])).unwrap()
     }

@@ -386,7 +386,7 @@ impl Service {
     pub fn advice(&self, id: JobId) -> Result<gpuq_core::advice::Advice, ServiceError> {
         let now = crate::home::now_ms();
         let mut job = self.job(id)?;
-        self.live_cost(&mut job, now);
+        self.add_live_state(&mut job, now);
         let attempts = self.with_store(|s| s.attempts(id))?;
         let usage = self.job_gpu_usage(&job, &attempts);
         let runtime_ms = attempts
@@ -413,7 +413,7 @@ impl Service {
 
     /// The live part of a running job: the running attempt's cost so far, and
     /// Slurm's state when Slurm runs it.
-    pub fn live_cost(&self, job: &mut gpuq_core::Job, now: Millis) {
+    pub fn add_live_state(&self, job: &mut gpuq_core::Job, now: Millis) {
         if job.state != JobState::Running {
             return;
         }

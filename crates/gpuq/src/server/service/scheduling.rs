@@ -200,6 +200,18 @@ impl Service {
         }
     }
 
+    /// The account a job of `user` runs as: the user's own when the daemon runs as
+    /// root for several users; `None` (the daemon's) otherwise.
+    pub(super) fn run_as(&self, user: &str) -> Result<Option<gpuq_exec::RunAs>, String> {
+        if self.identity.multi_user() && user != self.identity.owner {
+            identity::account(user)
+                .map(Some)
+                .ok_or_else(|| format!("user {user} has no account on this node"))
+        } else {
+            Ok(None)
+        }
+    }
+
     fn launch(
         self: &Arc<Self>,
         id: JobId,
@@ -211,29 +223,14 @@ impl Service {
         if self.slurm.is_some() {
             match info {
                 Ok(info) => self.launch_slurm(id, attempt, user, info),
-                Err(why) => self.attempt_ended(
-                    id,
-                    attempt,
-                    Some(ExitRecord {
-                        exit_code: None,
-                        signal: None,
-                        spawn_error: Some(why),
-                        ended_at_ms: now_ms(),
-                    }),
-                ),
+                Err(why) => {
+                    self.attempt_ended(id, attempt, Some(ExitRecord::spawn_failed(why, now_ms())))
+                }
             }
             return;
         }
         let spawned = info.and_then(|info| {
-            // A daemon run as root runs each job as the user who submitted it.
-            let run_as = if self.identity.multi_user() && user != self.identity.owner {
-                Some(
-                    identity::account(user)
-                        .ok_or_else(|| format!("user {user} has no account on this node"))?,
-                )
-            } else {
-                None
-            };
+            let run_as = self.run_as(user)?;
             let req = LaunchRequest {
                 job: id,
                 attempt,
@@ -253,13 +250,7 @@ impl Service {
             Ok(c) => c,
             Err(why) => {
                 tracing::warn!("job {id} attempt {attempt} could not start: {why}");
-                let record = ExitRecord {
-                    exit_code: None,
-                    signal: None,
-                    spawn_error: Some(why),
-                    ended_at_ms: now_ms(),
-                };
-                self.attempt_ended(id, attempt, Some(record));
+                self.attempt_ended(id, attempt, Some(ExitRecord::spawn_failed(why, now_ms())));
                 return;
             }
         };

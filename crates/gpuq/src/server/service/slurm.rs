@@ -70,13 +70,7 @@ impl Service {
                     tracing::warn!(
                         "job {id} attempt {attempt} could not be submitted to Slurm: {why}"
                     );
-                    let record = ExitRecord {
-                        exit_code: None,
-                        signal: None,
-                        spawn_error: Some(why),
-                        ended_at_ms: now_ms(),
-                    };
-                    this.attempt_ended(id, attempt, Some(record));
+                    this.attempt_ended(id, attempt, Some(ExitRecord::spawn_failed(why, now_ms())));
                 }
             }
         });
@@ -90,14 +84,7 @@ impl Service {
         info: &gpuq_store::LaunchInfo,
     ) -> Result<u64, String> {
         let slurm = self.slurm.as_ref().ok_or("no Slurm backend")?;
-        let run_as = if self.identity.multi_user() && user != self.identity.owner {
-            Some(
-                super::identity::account(user)
-                    .ok_or_else(|| format!("user {user} has no account on this node"))?,
-            )
-        } else {
-            None
-        };
+        let run_as = self.run_as(user)?;
         let req = LaunchRequest {
             job: id,
             attempt,
