@@ -26,11 +26,11 @@ impl JobDir {
     }
     /// Written by the supervisor when the attempt ends (atomically, by rename).
     pub fn exit_record(&self, attempt: u32) -> PathBuf {
-        self.root.join(format!("attempt-{attempt}.exit"))
+        self.root.join(exit_record_name(attempt))
     }
     /// The job's process group id, written by the supervisor after the spawn.
     pub fn pgid_file(&self, attempt: u32) -> PathBuf {
-        self.root.join(format!("attempt-{attempt}.pgid"))
+        self.root.join(pgid_file_name(attempt))
     }
     /// Locked by the attempt's supervisor for its whole life, and the carrier of the
     /// job's environment to it (see `LocalExecutor::prepare`).
@@ -48,10 +48,25 @@ impl JobDir {
     }
 }
 
-/// Writes `contents` to `path` through a temporary file and a rename, so a reader
-/// sees the old file or the whole new one, never half of it.
+pub fn exit_record_name(attempt: u32) -> String {
+    format!("attempt-{attempt}.exit")
+}
+
+pub fn pgid_file_name(attempt: u32) -> String {
+    format!("attempt-{attempt}.pgid")
+}
+
+/// Writes `contents` to `path` through a new temporary file and a rename, so a
+/// reader sees the old file or the whole new one, never half of it; a link at
+/// either name is replaced, never followed.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, contents)?;
-    std::fs::rename(&tmp, path)
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"))?;
+    crate::safe_fs::Dir::open(parent)?.write_atomically(name, contents)
 }

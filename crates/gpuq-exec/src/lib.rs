@@ -5,12 +5,13 @@
 
 pub mod layout;
 pub mod local;
+pub mod safe_fs;
 pub mod slurm;
 pub mod supervisor;
 
 pub use layout::JobDir;
 pub use local::{LaunchRequest, LocalExecutor};
-pub use supervisor::{supervise, Credentials, ExitRecord};
+pub use supervisor::{supervise, Credentials, ExitRecord, Supervision};
 
 /// The local account a job runs as, when the daemon runs as root for several users.
 #[derive(Debug, Clone, PartialEq, Eq)]

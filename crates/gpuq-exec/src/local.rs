@@ -47,6 +47,9 @@ pub struct LaunchRequest<'a> {
     pub env: &'a BTreeMap<String, String>,
     /// Run the job as this account (the supervisor stays root); `None`: as the daemon's user.
     pub run_as: Option<&'a crate::RunAs>,
+    /// A group that may read the job's checkpoints and outputs (its project's);
+    /// `None`: only the job's user may.
+    pub share_gid: Option<u32>,
 }
 
 impl LocalExecutor {
@@ -106,27 +109,38 @@ impl LocalExecutor {
     }
 
     fn prepare_dirs(&self, req: &LaunchRequest<'_>) -> Result<(), ExecError> {
+        use std::os::unix::fs::PermissionsExt;
         let dir = self.job_dir(req.job);
         let io_err = |p: &Path| {
             let path = p.display().to_string();
             move |source| ExecError::JobDir { path, source }
         };
+        // Weights and artifacts are private: the user's alone, or shared with the
+        // project's group when the config names one.
+        let mode = if req.share_gid.is_some() { 0o750 } else { 0o700 };
         for d in [dir.checkpoints(), dir.outputs()] {
             std::fs::create_dir_all(&d).map_err(io_err(&d))?;
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))
+                .map_err(io_err(&d))?;
         }
+        let gid = req.share_gid.or(req.run_as.map(|a| a.gid));
         if let Some(account) = req.run_as {
             // The job directory stays the daemon's (records, lock, log live there and
             // are trusted); the job's user owns only what it writes: checkpoints,
             // outputs and the metrics file. Nothing the user controls is followed.
-            use std::os::unix::fs::PermissionsExt;
             let root = dir.root().to_path_buf();
             std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711))
                 .map_err(io_err(&root))?;
             let metrics = dir.metrics();
             open_private(&metrics, false).map_err(io_err(&metrics))?;
-            for p in [dir.checkpoints(), dir.outputs(), metrics] {
-                std::os::unix::fs::lchown(&p, Some(account.uid), Some(account.gid))
-                    .map_err(io_err(&p))?;
+            std::os::unix::fs::lchown(&metrics, Some(account.uid), Some(account.gid))
+                .map_err(io_err(&metrics))?;
+            for p in [dir.checkpoints(), dir.outputs()] {
+                std::os::unix::fs::lchown(&p, Some(account.uid), gid).map_err(io_err(&p))?;
+            }
+        } else if let Some(gid) = req.share_gid {
+            for p in [dir.checkpoints(), dir.outputs()] {
+                std::os::unix::fs::lchown(&p, None, Some(gid)).map_err(io_err(&p))?;
             }
         }
         Ok(())
@@ -196,11 +210,14 @@ impl LocalExecutor {
             cmd.arg("--groups").arg(groups.join(","));
         }
         cmd.arg("--env-from-stdin");
+        // The supervisor enters the job's directory itself, with the job's rights:
+        // root never enters a directory on a user's behalf.
+        cmd.arg("--cwd").arg(req.cwd);
         cmd.arg("--")
             .args(req.argv)
             .env_clear()
             .env("PATH", SAFE_PATH)
-            .current_dir(req.cwd)
+            .current_dir("/")
             .stdin(Stdio::from(lock))
             .stdout(log)
             .stderr(log_err);

@@ -1,7 +1,8 @@
 //! The per-attempt supervisor: starts the job in its own process group (so the
 //! group can be signalled as a whole), waits, and writes the exit record.
 
-use crate::layout::{write_atomically, JobDir};
+use crate::layout::{exit_record_name, pgid_file_name, JobDir};
+use crate::safe_fs::Dir;
 use serde::{Deserialize, Serialize};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
@@ -29,7 +30,10 @@ impl ExitRecord {
     }
 
     pub fn read(dir: &JobDir, attempt: u32) -> Option<ExitRecord> {
-        let bytes = std::fs::read(dir.exit_record(attempt)).ok()?;
+        let bytes = Dir::open(dir.root())
+            .ok()?
+            .read_regular(&exit_record_name(attempt), MAX_RECORD_BYTES, None)
+            .ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
@@ -60,6 +64,11 @@ pub fn signal_name(sig: i32) -> &'static str {
         _ => "signal",
     }
 }
+
+/// An exit record is a few hundred bytes; a larger file is not one.
+const MAX_RECORD_BYTES: u64 = 64 * 1024;
+/// How long the supervisor waits between tries to write an exit record (a full disk).
+const RECORD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -102,23 +111,42 @@ pub struct Credentials {
     pub groups: Vec<u32>,
 }
 
-pub fn supervise(
-    dir: &JobDir,
-    attempt: u32,
-    argv: &[String],
-    env_from_stdin: bool,
-    credentials: Option<Credentials>,
-) -> i32 {
-    let Some((program, args)) = argv.split_first() else {
+/// What one supervisor run needs (the command line of `gpuq __supervise`).
+pub struct Supervision<'a> {
+    pub dir: &'a JobDir,
+    pub attempt: u32,
+    pub argv: &'a [String],
+    pub env_from_stdin: bool,
+    /// The account the job runs as; `None`: the supervisor's own.
+    pub credentials: Option<Credentials>,
+    /// Entered by the job after it dropped to `credentials`, so a directory the
+    /// job's user may not enter is never entered on its behalf.
+    pub cwd: Option<&'a std::path::Path>,
+}
+
+pub fn supervise(s: Supervision<'_>) -> i32 {
+    let attempt = s.attempt;
+    let Some((program, args)) = s.argv.split_first() else {
         eprintln!("gpuq supervisor: empty command");
         return 2;
     };
+    // The job directory is opened once, before anything else: every record below is
+    // written through this descriptor, whatever the job does to paths meanwhile.
+    let dir = match Dir::open(s.dir.root()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "gpuq supervisor: cannot open the job directory {}: {e}",
+                s.dir.root().display()
+            );
+            return 1;
+        }
+    };
     let mut cmd = Command::new(program);
     // Its own process group (pgid = its pid), so the stop protocol can signal the
-    // job and everything it started at once. No pre_exec hook: the spawn can use
-    // posix_spawn rather than fork, which keeps the start latency low.
+    // job and everything it started at once.
     cmd.args(args).stdin(Stdio::null()).process_group(0);
-    if env_from_stdin {
+    if s.env_from_stdin {
         match read_environment() {
             Ok(env) => {
                 cmd.env_clear().envs(env);
@@ -129,13 +157,19 @@ pub fn supervise(
             }
         }
     }
-    if let Some(c) = credentials {
-        let groups: Vec<libc::gid_t> = c.groups.clone();
+    if let Some(cwd) = s.cwd {
+        if let Err(e) = enter_as(cwd, s.credentials.as_ref()) {
+            let why = format!("cannot enter the working directory {}: {e}", cwd.display());
+            eprintln!("gpuq: {why}");
+            return finish(&dir, attempt, ExitRecord::spawn_failed(why, now_ms()));
+        }
+    }
+    if let Some(c) = s.credentials.clone() {
         // SAFETY: setgroups/setgid/setuid are async-signal-safe and use only data
         // captured before the fork. Groups and gid go first, while still root.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
                     || libc::setgid(c.gid) != 0
                     || libc::setuid(c.uid) != 0
                 {
@@ -157,9 +191,10 @@ pub fn supervise(
         }
         Ok(mut child) => {
             // The job is its own process group leader: pgid == pid.
-            if let Err(e) =
-                write_atomically(&dir.pgid_file(attempt), child.id().to_string().as_bytes())
-            {
+            if let Err(e) = dir.write_atomically(
+                &pgid_file_name(attempt),
+                child.id().to_string().as_bytes(),
+            ) {
                 eprintln!("gpuq supervisor: cannot record the job's process group: {e}");
             }
             let status = loop {
@@ -177,7 +212,7 @@ pub fn supervise(
             let pgid = child.id() as i32;
             // SAFETY: plain syscall on the job's own process group (pgid > 1, it was our child).
             unsafe { libc::killpg(pgid, libc::SIGKILL) };
-            let _ = std::fs::remove_file(dir.pgid_file(attempt));
+            let _ = dir.remove(&pgid_file_name(attempt));
             ExitRecord {
                 exit_code: status.and_then(|s| s.code()),
                 signal: status.and_then(|s| s.signal()),
@@ -186,10 +221,49 @@ pub fn supervise(
             }
         }
     };
+    finish(&dir, attempt, record)
+}
+
+/// Makes `cwd` the supervisor's working directory (the job inherits it), entered
+/// with the job's rights: for a job of another account the supervisor takes that
+/// account's effective ids for the `chdir`, then takes root's back.
+fn enter_as(cwd: &std::path::Path, credentials: Option<&Credentials>) -> std::io::Result<()> {
+    let Some(c) = credentials else {
+        return std::env::set_current_dir(cwd);
+    };
+    // SAFETY: plain syscalls in this single-threaded process; every id is restored
+    // (the saved set-user-ID stays 0, so seteuid(0) is allowed) before returning.
+    unsafe {
+        let last = || std::io::Error::last_os_error();
+        if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0 || libc::setegid(c.gid) != 0 {
+            return Err(last());
+        }
+        if libc::seteuid(c.uid) != 0 {
+            return Err(last());
+        }
+        let entered = std::env::set_current_dir(cwd);
+        if libc::seteuid(0) != 0 || libc::setegid(0) != 0 || libc::setgroups(0, std::ptr::null()) != 0
+        {
+            // Cannot happen with a saved uid of 0; never go on half-dropped.
+            eprintln!("gpuq supervisor: cannot take back root's ids: {}", last());
+            std::process::abort();
+        }
+        entered
+    }
+}
+
+/// Writes the exit record and returns the supervisor's status. A full disk must
+/// not lose the job's end: the write is retried until it lands (the daemon sees
+/// the attempt running meanwhile, as nothing recorded says otherwise).
+fn finish(dir: &Dir, attempt: u32, record: ExitRecord) -> i32 {
     let json = serde_json::to_vec(&record).expect("exit record serializes");
-    if let Err(e) = write_atomically(&dir.exit_record(attempt), &json) {
-        eprintln!("gpuq supervisor: cannot write the exit record: {e}");
-        return 1;
+    let mut said = false;
+    while let Err(e) = dir.write_atomically(&exit_record_name(attempt), &json) {
+        if !said {
+            eprintln!("gpuq supervisor: cannot write the exit record ({e}); retrying every second");
+            said = true;
+        }
+        std::thread::sleep(RECORD_RETRY);
     }
     0
 }

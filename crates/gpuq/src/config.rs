@@ -2,8 +2,10 @@
 //! `$GPUQ_HOME/gpuq.toml` when it exists. Every field is optional.
 //!
 //! ```toml
-//! admins = ["alice"]            # may cancel, requeue, hold any job
+//! admins = ["alice"]            # may cancel, requeue, hold any job (never run as another user)
 //! single_user = false           # true: even as root, run every job as the daemon's user
+//! allow_root_jobs = false       # true: jobs may run as uid 0 (root's own, or single_user as root)
+//! min_job_uid = 1000            # accounts below this uid (system accounts) never run jobs
 //!
 //! [scheduler]
 //! fair_share_half_life = "7d"   # how fast past usage is forgotten
@@ -18,6 +20,7 @@
 //! [projects.vision]
 //! max_gpus = 6
 //! max_queued = 500
+//! group = "vision"              # its jobs' checkpoints/ and outputs/ readable by this group (0750)
 //!
 //! [telemetry]
 //! interval = "5s"               # how often every GPU is read
@@ -54,6 +57,7 @@
 //! util_percent = 5
 //! warn_before = "5m"
 //! command = "shutdown -h now"    # or a cloud CLI call; without a command the queue is drained
+//! commands = ["shutdown -h now", "/usr/local/bin/stop-vm"]  # what `gpuq autostop --command` may choose
 //! dry_run = false
 //!
 //! backend = "slurm"             # top level: run jobs through Slurm (default: local)
@@ -88,6 +92,13 @@ pub struct Config {
     /// job as that user (socket mode 0600). Names in submits are then labels.
     #[serde(default)]
     pub single_user: bool,
+    /// Jobs may run as uid 0. Off by default: being a gpuq admin must never make
+    /// anyone root, and a root job is rarely what a lab means.
+    #[serde(default)]
+    pub allow_root_jobs: bool,
+    /// The lowest uid a job may run as (system accounts such as `daemon` or `bin`
+    /// are not people); root is governed by `allow_root_jobs`.
+    pub min_job_uid: Option<u32>,
     #[serde(default)]
     pub scheduler: SchedulerConfig,
     #[serde(default)]
@@ -208,6 +219,10 @@ pub struct AutostopConfig {
     #[serde(default = "default_warn_before")]
     pub warn_before: DurationSpec,
     pub command: Option<String>,
+    /// Further commands an admin may choose through the API (`gpuq autostop
+    /// --command`); the API never names a command of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<String>,
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -371,6 +386,8 @@ fn one() -> f64 {
 pub struct ProjectConfig {
     pub max_gpus: Option<u32>,
     pub max_queued: Option<u32>,
+    /// A local group that may read the project's checkpoints and outputs.
+    pub group: Option<String>,
 }
 
 impl Config {
@@ -386,6 +403,14 @@ impl Config {
                 p
             }
         };
+        // A root daemon takes its rules (who may be root, which commands it runs)
+        // from this file: only root may be able to change it.
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            gpuq_exec::safe_fs::check_trusted(&path, 0).map_err(|e| {
+                format!("{}: a daemon run as root reads only a root-owned config: {e}", path.display())
+            })?;
+        }
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -471,6 +496,19 @@ impl Config {
             }
         }
         Ok(config)
+    }
+
+    /// The lowest uid a job may run as (default 1000, where Debian's accounts for people begin).
+    pub fn min_job_uid(&self) -> u32 {
+        self.min_job_uid.unwrap_or(1000)
+    }
+
+    /// The autostop commands the API may choose: the configured one and `commands`.
+    pub fn autostop_commands(&self) -> Vec<&str> {
+        let Some(a) = &self.autostop else {
+            return Vec::new();
+        };
+        a.command.iter().chain(&a.commands).map(String::as_str).collect()
     }
 
     pub fn share(&self, user: &str) -> f64 {

@@ -6,8 +6,15 @@ use serde::{Deserialize, Serialize};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// `$GPUQ_HOME`, else `$XDG_DATA_HOME/gpuq`, else `~/.local/share/gpuq`.
+/// `$GPUQ_HOME`, else `$XDG_DATA_HOME/gpuq`, else `~/.local/share/gpuq`; always
+/// absolute (a relative home would mean another directory to every process
+/// that changes its working directory, the supervisor of a job among them).
 pub fn resolve_home() -> PathBuf {
+    let home = relative_home();
+    std::path::absolute(&home).unwrap_or(home)
+}
+
+fn relative_home() -> PathBuf {
     if let Some(h) = std::env::var_os("GPUQ_HOME").filter(|h| !h.is_empty()) {
         return PathBuf::from(h);
     }

@@ -24,12 +24,14 @@ fn supervise_main(args: &[String]) -> i32 {
     let mut job_dir = None;
     let mut attempt = None;
     let mut env_from_stdin = false;
+    let mut cwd = None;
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut rest = args;
     while let Some((flag, tail)) = rest.split_first() {
         match flag.as_str() {
             "--job-dir" => job_dir = tail.first().cloned(),
             "--attempt" => attempt = tail.first().and_then(|a| a.parse::<u32>().ok()),
+            "--cwd" => cwd = tail.first().map(std::path::PathBuf::from),
             "--env-from-stdin" => {
                 env_from_stdin = true;
                 rest = tail;
@@ -55,9 +57,22 @@ fn supervise_main(args: &[String]) -> i32 {
         eprintln!("gpuq __supervise is internal: it is started by the daemon");
         return 2;
     };
-    let dir = gpuq_exec::JobDir::from_root(std::path::PathBuf::from(dir));
+    let dir = std::path::PathBuf::from(dir);
+    if !dir.is_absolute() {
+        // A relative job directory would resolve against whatever directory is current.
+        eprintln!("gpuq __supervise: --job-dir must be absolute");
+        return 2;
+    }
+    let dir = gpuq_exec::JobDir::from_root(dir);
     let credentials = uid
         .zip(gid)
         .map(|(uid, gid)| gpuq_exec::Credentials { uid, gid, groups });
-    gpuq_exec::supervise(&dir, attempt, rest, env_from_stdin, credentials)
+    gpuq_exec::supervise(gpuq_exec::Supervision {
+        dir: &dir,
+        attempt,
+        argv: rest,
+        env_from_stdin,
+        credentials,
+        cwd: cwd.as_deref(),
+    })
 }

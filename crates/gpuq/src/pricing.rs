@@ -26,6 +26,11 @@ impl Pricing {
     pub fn resolve(c: &CostConfig) -> Result<Pricing, String> {
         let mut catalog = Catalog::builtin();
         if let Some(path) = &c.catalog {
+            // SAFETY: geteuid cannot fail.
+            if unsafe { libc::geteuid() } == 0 {
+                gpuq_exec::safe_fs::check_trusted(path, 0)
+                    .map_err(|e| format!("cost.catalog: root reads only root-owned files: {e}"))?;
+            }
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cost.catalog: cannot read {}: {e}", path.display()))?;
             let rows = parse_instances(&text, &path.display().to_string())

@@ -26,10 +26,7 @@ pub async fn authenticate(
         .unwrap_or("")
         .to_string();
     let caller = if constant_time_eq(presented.as_bytes(), ctx.token.as_bytes()) {
-        Some(Caller {
-            user: ctx.identity.owner.clone(),
-            admin: true,
-        })
+        Some(ctx.identity.owner_caller())
     } else if presented.is_empty() {
         None
     } else {

@@ -88,6 +88,30 @@ pub async fn set_autostop(
                 .unwrap_or(300_000)
                 .min(idle_after.as_millis() / 2),
         );
+        // The daemon runs only commands its config names: the request may choose
+        // one of them, never bring its own.
+        let allowed = ctx.service.allowed_autostop_commands();
+        if let Some(asked) = &req.command {
+            if !allowed.iter().any(|c| c == asked) {
+                return Err(bad(
+                    "command",
+                    if allowed.is_empty() {
+                        "the daemon runs only commands its gpuq.toml names ([autostop] command or \
+                         commands), and it names none; without --command the queue is drained"
+                            .to_string()
+                    } else {
+                        format!(
+                            "{asked:?} is not one of the commands gpuq.toml allows: {}",
+                            allowed
+                                .iter()
+                                .map(|c| format!("{c:?}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    },
+                ));
+            }
+        }
         Some(AutostopConfig {
             idle_after,
             util_percent: current.util_percent,
@@ -97,6 +121,7 @@ pub async fn set_autostop(
                 .command
                 .or(current.command)
                 .or_else(|| ctx.service.configured_autostop_command()),
+            commands: Vec::new(),
             dry_run: req.dry_run,
         })
     };

@@ -12,6 +12,10 @@ pub struct Caller {
     pub user: String,
     /// May act on every job (root, the daemon's own user, configured admins).
     pub admin: bool,
+    /// Is the daemon's own account (its token, or its uid on the socket): the only
+    /// caller who may submit for, or make a token for, another account. A
+    /// configured admin manages the queue but never acts as someone else.
+    pub owner: bool,
 }
 
 pub struct Identity {
@@ -20,17 +24,29 @@ pub struct Identity {
     pub owner_uid: u32,
     admins: HashSet<String>,
     single_user: bool,
+    allow_root_jobs: bool,
+    min_job_uid: u32,
+}
+
+/// What the config says about who jobs may run as.
+pub struct AccountRules<'a> {
+    pub admins: &'a [String],
+    pub single_user: bool,
+    pub allow_root_jobs: bool,
+    pub min_job_uid: u32,
 }
 
 impl Identity {
-    pub fn new(admins: &[String], single_user: bool) -> Self {
+    pub fn new(rules: AccountRules<'_>) -> Self {
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
         Self {
             owner: user_name(uid),
             owner_uid: uid,
-            admins: admins.iter().cloned().collect(),
-            single_user,
+            admins: rules.admins.iter().cloned().collect(),
+            single_user: rules.single_user,
+            allow_root_jobs: rules.allow_root_jobs,
+            min_job_uid: rules.min_job_uid,
         }
     }
 
@@ -38,14 +54,75 @@ impl Identity {
         user == self.owner || user == "root" || self.admins.contains(user)
     }
 
+    /// A caller known by name (a per-user token, a schedule's user).
     pub fn caller(&self, user: String) -> Caller {
         let admin = self.is_admin(&user);
-        Caller { user, admin }
+        Caller {
+            user,
+            admin,
+            owner: false,
+        }
+    }
+
+    /// A unix-socket peer, as the kernel names it.
+    pub fn peer(&self, uid: u32) -> Caller {
+        Caller {
+            owner: uid == self.owner_uid,
+            ..self.caller(user_name(uid))
+        }
+    }
+
+    /// The holder of the daemon's own token.
+    pub fn owner_caller(&self) -> Caller {
+        Caller {
+            user: self.owner.clone(),
+            admin: true,
+            owner: true,
+        }
     }
 
     /// A daemon run as root serves every local user and runs their jobs as them.
     pub fn multi_user(&self) -> bool {
         self.owner_uid == 0 && !self.single_user
+    }
+
+    /// May `caller` name `user` as a job's user or a token's? Everyone may name
+    /// themselves; only the owner names another account (where names are
+    /// accounts), and admins may name labels (a daemon whose jobs all run as itself).
+    pub fn may_act_for(&self, caller: &Caller, user: &str) -> bool {
+        user == caller.user || caller.owner || (caller.admin && !self.multi_user())
+    }
+
+    /// The account a job of `user` runs as (`None`: the daemon's own), or why no
+    /// job of `user` may run. Checked at submit, at token creation and again at
+    /// every launch: a job never runs as uid 0 unless the config allows it.
+    pub fn job_account(&self, user: &str) -> Result<Option<gpuq_exec::RunAs>, String> {
+        if !self.multi_user() {
+            if self.owner_uid == 0 && !self.allow_root_jobs {
+                return Err(format!(
+                    "this daemon runs as root with every job as its own user, so jobs would run as root; \
+                     run the daemon as a normal user, or set `allow_root_jobs = true` in its gpuq.toml \
+                     (user {user})"
+                ));
+            }
+            return Ok(None);
+        }
+        let account = account(user)
+            .ok_or_else(|| format!("{user} has no account on this node; jobs run as their user"))?;
+        if account.uid == 0 {
+            if !self.allow_root_jobs {
+                return Err(format!(
+                    "jobs do not run as root (uid 0, user {user}): submit as a normal user, or set \
+                     `allow_root_jobs = true` in the daemon's root-owned gpuq.toml"
+                ));
+            }
+        } else if account.uid < self.min_job_uid {
+            return Err(format!(
+                "{user} is a system account (uid {} is below min_job_uid = {}); jobs run as people's accounts",
+                account.uid, self.min_job_uid
+            ));
+        }
+        Ok((account.uid != self.owner_uid).then_some(account))
     }
 }
 
@@ -87,6 +164,24 @@ pub fn user_name(uid: u32) -> String {
         }
     }
     format!("uid{uid}")
+}
+
+/// The id of a local group.
+pub fn group_id(name: &str) -> Option<u32> {
+    let cname = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 16384];
+    // SAFETY: getgrnam_r writes into our buffer and struct; we copy the id out.
+    unsafe {
+        let mut gr: libc::group = std::mem::zeroed();
+        let mut out: *mut libc::group = std::ptr::null_mut();
+        if libc::getgrnam_r(cname.as_ptr(), &mut gr, buf.as_mut_ptr().cast(), buf.len(), &mut out)
+            != 0
+            || out.is_null()
+        {
+            return None;
+        }
+        Some(gr.gr_gid)
+    }
 }
 
 /// Looks up a user by name, with its supplementary groups.
@@ -146,5 +241,7 @@ mod tests {
         let root = account("root").unwrap();
         assert_eq!((root.uid, root.gid), (0, 0));
         assert!(account("no-such-user-gpuq").is_none());
+        assert_eq!(group_id("root"), Some(0));
+        assert_eq!(group_id("no-such-group-gpuq"), None);
     }
 }

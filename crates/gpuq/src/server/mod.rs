@@ -85,9 +85,21 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .with_state(ctx)
 }
 
-pub fn run(opts: ServerOptions) -> Result<()> {
+pub fn run(mut opts: ServerOptions) -> Result<()> {
     std::fs::create_dir_all(&opts.home)
         .with_context(|| format!("cannot create GPUQ_HOME {}", opts.home.display()))?;
+    // Absolute and without links from here on: the supervisors and every record
+    // path derive from it.
+    opts.home = std::fs::canonicalize(&opts.home)
+        .with_context(|| format!("cannot resolve GPUQ_HOME {}", opts.home.display()))?;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        // Root writes records, reads exit codes and hands out the socket here: no
+        // other account may be able to swap a file or directory under it.
+        gpuq_exec::safe_fs::check_trusted(&opts.home, 0).map_err(|e| {
+            anyhow::anyhow!("GPUQ_HOME {} is not safe for a daemon run as root: {e}", opts.home.display())
+        })?;
+    }
     let _lock = lock_home(&opts.home)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -178,10 +190,12 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         .unwrap_or_else(default_slots);
     let exe = std::env::current_exe().context("cannot find the gpuq binary for the supervisor")?;
     let executor = LocalExecutor::new(&home, exe, url.clone(), token.clone());
-    let identity = Arc::new(identity::Identity::new(
-        &opts.config.admins,
-        opts.config.single_user,
-    ));
+    let identity = Arc::new(identity::Identity::new(identity::AccountRules {
+        admins: &opts.config.admins,
+        single_user: opts.config.single_user,
+        allow_root_jobs: opts.config.allow_root_jobs,
+        min_job_uid: opts.config.min_job_uid(),
+    }));
     let schedulable = if slurm_mode {
         // Admission slots: gpuq's own rules (dependencies, quotas, budgets) decide
         // what goes to Slurm, up to max_gpus at once; Slurm decides where.
@@ -341,7 +355,7 @@ async fn serve_socket(
         let Ok(cred) = stream.peer_cred() else {
             continue;
         };
-        let caller = identity.caller(identity::user_name(cred.uid()));
+        let caller = identity.peer(cred.uid());
         let service = hyper_util::service::TowerToHyperService::new(
             app.clone().layer(axum::Extension(caller)),
         );

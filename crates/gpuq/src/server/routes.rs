@@ -254,6 +254,19 @@ pub async fn create_token(
             "user: give the user the token acts as",
         ));
     }
+    if !ctx.identity.may_act_for(&caller, &req.user) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "only the daemon's owner ({}) may make a token for another user; you are {}",
+                ctx.identity.owner, caller.user
+            ),
+        ));
+    }
+    // A token acts as its user: only for an account jobs may run as.
+    ctx.identity
+        .job_account(&req.user)
+        .map_err(|why| ApiError::new(StatusCode::BAD_REQUEST, format!("user: {why}")))?;
     let token = super::identity::new_token()
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
     let id = ctx

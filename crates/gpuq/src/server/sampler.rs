@@ -60,7 +60,7 @@ fn sim_loads(jobs: &[OnGpus]) -> Vec<(u32, SimLoad)> {
             util_percent: env_util.unwrap_or(90.0),
             memory_mib: env_mem,
         };
-        if let Ok(text) = std::fs::read_to_string(job.job_dir.join("outputs").join(SIM_LOAD_FILE)) {
+        if let Some(text) = read_sim_load(&job.job_dir) {
             if let Ok(n) = text.trim().parse::<f64>() {
                 load.util_percent = n;
             } else if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
@@ -75,6 +75,18 @@ fn sim_loads(jobs: &[OnGpus]) -> Vec<(u32, SimLoad)> {
         out.extend(job.gpus.iter().map(|g| (*g, load)));
     }
     out
+}
+
+/// The job's `.sim-load`, read as a root daemon may read a file in a user's
+/// directory: through descriptors, no link followed, a regular file of the
+/// directory's owner only, at most 4 KiB (a FIFO or `/dev/zero` planted there is
+/// refused at once, not waited on or read forever).
+fn read_sim_load(job_dir: &std::path::Path) -> Option<String> {
+    use gpuq_exec::safe_fs::Dir;
+    let outputs = Dir::open(job_dir).ok()?.dir("outputs").ok()?;
+    let owner = outputs.owner().ok()?;
+    let bytes = outputs.read_regular(SIM_LOAD_FILE, 4096, Some(owner)).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// Maps a process to its job: the job's process group (its supervisor records

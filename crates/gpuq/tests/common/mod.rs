@@ -8,6 +8,21 @@ use std::time::{Duration, Instant};
 
 pub const GPUQ: &str = env!("CARGO_BIN_EXE_gpuq");
 
+pub fn running_as_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The tests' daemons run their jobs as whoever runs the tests; when that is
+/// root (CI), the config must allow root jobs, as a lab's would have to.
+pub fn as_tests_config(toml: &str) -> String {
+    if running_as_root() && !toml.contains("allow_root_jobs") {
+        format!("allow_root_jobs = true\n{toml}")
+    } else {
+        toml.to_string()
+    }
+}
+
 pub struct Daemon {
     /// Keeps a temporary home alive (None when the test chose the directory).
     _temp: Option<tempfile::TempDir>,
@@ -20,13 +35,20 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(gpus: &str) -> Self {
+        Self::start_with_config(gpus, "")
+    }
+
+    /// A daemon started with `toml` as its `$GPUQ_HOME/gpuq.toml` (with
+    /// `allow_root_jobs` when the tests run as root: see `as_tests_config`).
+    pub fn start_with_config(gpus: &str, toml: &str) -> Self {
         let temp = tempfile::tempdir().expect("temp home");
+        std::fs::write(temp.path().join("gpuq.toml"), as_tests_config(toml)).unwrap();
         let home = temp.path().to_path_buf();
         Self::launch(Some(temp), home, gpus)
     }
 
-    /// A daemon started with `toml` as its `$GPUQ_HOME/gpuq.toml`.
-    pub fn start_with_config(gpus: &str, toml: &str) -> Self {
+    /// A daemon with exactly `toml` as its config: as root, its jobs may not run as root.
+    pub fn start_strict(gpus: &str, toml: &str) -> Self {
         let temp = tempfile::tempdir().expect("temp home");
         std::fs::write(temp.path().join("gpuq.toml"), toml).unwrap();
         let home = temp.path().to_path_buf();
@@ -36,9 +58,11 @@ impl Daemon {
     /// A daemon with an optional `gpuq.toml` and extra environment from its first start.
     pub fn start_configured(gpus: &str, toml: Option<&str>, env: &[(&str, &str)]) -> Self {
         let temp = tempfile::tempdir().expect("temp home");
-        if let Some(toml) = toml {
-            std::fs::write(temp.path().join("gpuq.toml"), toml).unwrap();
-        }
+        std::fs::write(
+            temp.path().join("gpuq.toml"),
+            as_tests_config(toml.unwrap_or("")),
+        )
+        .unwrap();
         let mut d = Daemon {
             home: temp.path().to_path_buf(),
             _temp: Some(temp),
@@ -111,6 +135,10 @@ impl Daemon {
     /// A daemon whose GPUQ_HOME is `home` (created if needed).
     pub fn start_in(home: &Path, gpus: &str) -> Self {
         std::fs::create_dir_all(home).unwrap();
+        let config = home.join("gpuq.toml");
+        if !config.exists() {
+            std::fs::write(&config, as_tests_config("")).unwrap();
+        }
         Self::launch(None, home.to_path_buf(), gpus)
     }
 

@@ -150,11 +150,13 @@ impl Service {
         s: &ScheduleConfig,
     ) -> Result<String, super::ServiceError> {
         let path = s.spec.as_deref().unwrap_or(std::path::Path::new(""));
-        let spec = crate::spec_file::load(path).map_err(super::ServiceError::Conflict)?;
         let user = s
             .user
             .clone()
             .unwrap_or_else(|| self.identity.owner.clone());
+        let spec = self
+            .read_spec_as(path, &user)
+            .map_err(super::ServiceError::Conflict)?;
         let cwd = path
             .parent()
             .map(|p| p.display().to_string())
@@ -163,7 +165,7 @@ impl Service {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
-        let caller = self.identity.caller(self.identity.owner.clone());
+        let caller = self.identity.owner_caller();
         let job = self.submit(
             SubmitRequest {
                 spec,
@@ -175,6 +177,33 @@ impl Service {
             &caller,
         )?;
         Ok(format!("submitted job {}", job.id))
+    }
+
+    /// A schedule's spec file, read with its user's rights: the file usually lives
+    /// in that user's directory, and root must not read for them what they could
+    /// not (a link to a root-only file, a FIFO).
+    fn read_spec_as(&self, path: &std::path::Path, user: &str) -> Result<gpuq_core::JobSpec, String> {
+        const MAX_SPEC: u64 = 4 << 20;
+        let text = match self.identity.job_account(user)? {
+            Some(account) => {
+                gpuq_exec::safe_fs::read_as(path, &account, MAX_SPEC, Duration::from_secs(5))
+                    .map_err(|e| e.to_string())?
+            }
+            None => {
+                // SAFETY: geteuid cannot fail.
+                if unsafe { libc::geteuid() } == 0 {
+                    gpuq_exec::safe_fs::check_trusted(path, 0)?;
+                }
+                let mut bytes = Vec::new();
+                use std::io::Read;
+                std::fs::File::open(path)
+                    .and_then(|f| f.take(MAX_SPEC).read_to_end(&mut bytes))
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                bytes
+            }
+        };
+        let text = String::from_utf8(text).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
+        crate::spec_file::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     pub fn schedules(&self) -> Vec<ScheduleInfo> {
@@ -301,6 +330,13 @@ impl Service {
                 }
                 Err(e) => format!("autostop: cannot drain the queue: {e}"),
             },
+            // A setting saved by an older daemon, or a config changed since: still only
+            // what the config names now.
+            Some(command) if !self.config.autostop_commands().contains(&command.as_str()) => {
+                format!(
+                    "autostop: the node was idle; not running `{command}`: gpuq.toml no longer names it"
+                )
+            }
             Some(command) => match std::process::Command::new("sh")
                 .args(["-c", command])
                 .stdin(std::process::Stdio::null())
@@ -332,6 +368,15 @@ impl Service {
             dry_run: c.is_some_and(|c| c.dry_run),
             idle_since: h.idle_since,
         }
+    }
+
+    /// The commands autostop may run: those gpuq.toml names, nothing else.
+    pub fn allowed_autostop_commands(&self) -> Vec<String> {
+        self.config
+            .autostop_commands()
+            .into_iter()
+            .map(str::to_string)
+            .collect()
     }
 
     pub fn configured_autostop_command(&self) -> Option<String> {

@@ -16,7 +16,7 @@ mod slurm;
 mod stop;
 mod usage;
 
-use super::identity::{self, Caller, Identity};
+use super::identity::{Caller, Identity};
 use crate::config::Config;
 use crate::home::now_ms;
 use gpuq_api::{GpuStatus, SubmitRequest};
@@ -38,6 +38,9 @@ use tokio::sync::{watch, Notify};
 
 /// Default time between SIGTERM and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// Pauses between tries to record an attempt's end that the store refused.
+const END_RETRY_FIRST: Duration = Duration::from_millis(500);
+const END_RETRY_MAX: Duration = Duration::from_secs(10);
 /// How much of a failed attempt's log is searched for known causes (CUDA OOM).
 const LOG_TAIL_BYTES: u64 = 64 * 1024;
 
@@ -311,40 +314,32 @@ impl Service {
                 .into());
             }
         }
-        let cwd = spec.cwd.clone().unwrap_or(req.cwd);
-        if !std::path::Path::new(&cwd).is_dir() {
-            return Err(
-                SpecError::new("cwd", format!("{cwd} is not a directory on this node")).into(),
-            );
-        }
         let mut env = req.env;
         env.extend(spec.env.clone());
-        let user = if caller.admin && !req.user.trim().is_empty() {
-            req.user
+        let asked = req.user.trim();
+        let user = if asked.is_empty() || asked == caller.user {
+            caller.user.clone()
+        } else if self.identity.may_act_for(caller, asked) {
+            asked.to_string()
+        } else if caller.admin {
+            // An admin manages the queue; running code as another account is root's.
+            return Err(SpecError::new(
+                "user",
+                format!(
+                    "only the daemon's owner ({}) may submit jobs that run as another user; you are {}",
+                    self.identity.owner, caller.user
+                ),
+            )
+            .into());
         } else {
             caller.user.clone()
         };
-        // Being a gpuq admin must not make anyone root: only root submits as root.
-        if (user == "root" || user == self.identity.owner)
-            && user != caller.user
-            && self.identity.multi_user()
-        {
-            return Err(SpecError::new(
-                "user",
-                format!("only {user} may submit jobs that run as {user}"),
-            )
-            .into());
-        }
-        if self.identity.multi_user()
-            && user != self.identity.owner
-            && identity::account(&user).is_none()
-        {
-            return Err(SpecError::new(
-                "user",
-                format!("{user} has no account on this node; jobs run as their user"),
-            )
-            .into());
-        }
+        let account = self
+            .identity
+            .job_account(&user)
+            .map_err(|why| SpecError::new("user", why))?;
+        let cwd = spec.cwd.clone().unwrap_or(req.cwd);
+        check_cwd(&cwd, account.as_ref())?;
         let now = now_ms();
         self.check_budget(&user, &spec, now)?;
         let job = {
@@ -592,12 +587,51 @@ impl Service {
         self.executor.job_dir(id).log(attempt)
     }
 
-    /// Commits the end of an attempt, decides what becomes of the job, and frees its resources.
-    fn attempt_ended(&self, id: JobId, attempt: u32, record: Option<ExitRecord>) {
+    /// Commits the end of an attempt, decides what becomes of the job, and frees its
+    /// resources. When the store cannot take it (a full disk), the attempt stays
+    /// running in memory, as the store still shows it, and the commit is tried
+    /// again, with a growing pause, until it lands: nothing waits for a restart.
+    fn attempt_ended(self: &Arc<Self>, id: JobId, attempt: u32, record: Option<ExitRecord>) {
+        self.try_end_attempt(id, attempt, record, Duration::ZERO);
+    }
+
+    fn try_end_attempt(
+        self: &Arc<Self>,
+        id: JobId,
+        attempt: u32,
+        record: Option<ExitRecord>,
+        waited: Duration,
+    ) {
+        if let Err(e) = self.end_attempt(id, attempt, record.as_ref()) {
+            let pause = (waited * 2).clamp(END_RETRY_FIRST, END_RETRY_MAX);
+            if waited.is_zero() {
+                tracing::error!(
+                    "cannot record the end of job {id} attempt {attempt}: {e}; retrying until it commits"
+                );
+            }
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                tracing::error!("no runtime to retry the end of job {id}; the restart recovery finishes it");
+                return;
+            };
+            let this = Arc::clone(self);
+            runtime.spawn(async move {
+                tokio::time::sleep(pause).await;
+                this.try_end_attempt(id, attempt, record, pause);
+            });
+        } else if !waited.is_zero() {
+            tracing::info!("recorded the end of job {id} attempt {attempt} after a retry");
+        }
+    }
+
+    /// One try of `attempt_ended`; an error means nothing changed.
+    fn end_attempt(
+        &self,
+        id: JobId,
+        attempt: u32,
+        record: Option<&ExitRecord>,
+    ) -> Result<(), StoreError> {
         let now = now_ms();
-        let succeeded = record
-            .as_ref()
-            .is_some_and(|r| r.exit_code == Some(0) && r.signal.is_none());
+        let succeeded = record.is_some_and(|r| r.exit_code == Some(0) && r.signal.is_none());
         // Only a failure is searched for its cause (CUDA OOM); a success costs no read.
         let log_tail = if succeeded {
             String::new()
@@ -608,7 +642,7 @@ impl Service {
         {
             let mut inner = self.lock();
             let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else {
-                return;
+                return Ok(());
             };
             let stop = run.stop.clone();
             let run_user = run.user.to_string();
@@ -616,11 +650,12 @@ impl Service {
                 Some(spec) => (Arc::clone(spec), run.failures),
                 None => match inner.store.job(id) {
                     Ok(Some(job)) => (Arc::new(job.spec), job.failures),
-                    _ => return,
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Err(e),
                 },
             };
             let out = outcome::classify(&outcome::Ended {
-                record: record.as_ref(),
+                record,
                 stop: stop.as_ref(),
                 spec: &spec,
                 failures,
@@ -631,8 +666,8 @@ impl Service {
             let end = AttemptEnd {
                 job: id,
                 attempt,
-                exit_code: record.as_ref().and_then(|r| r.exit_code),
-                signal: record.as_ref().and_then(|r| r.signal),
+                exit_code: record.and_then(|r| r.exit_code),
+                signal: record.and_then(|r| r.signal),
                 next_state: out.next_state,
                 reason: out.reason,
                 failures: out.failures,
@@ -640,12 +675,9 @@ impl Service {
                 event: out.event.to_string(),
                 gpu_usage,
             };
-            if let Err(e) = inner.store.finish_attempt(&end, now) {
-                // Leave it running in memory: freeing GPUs the store still shows as held
-                // would let two jobs share them. The restart recovery finishes it.
-                tracing::error!("cannot record the end of job {id} attempt {attempt}: {e}");
-                return;
-            }
+            // On failure it stays running in memory: freeing GPUs the store still
+            // shows as held would let two jobs share them.
+            inner.store.finish_attempt(&end, now)?;
             if let Some(run) = inner.running.remove(&id) {
                 self.account(&mut inner, &run.user, run.gpus.len(), run.started_at, now);
             }
@@ -675,7 +707,34 @@ impl Service {
             self.alert_failure(id, &user, oom, is_final, &reason);
         }
         self.changed_and_reschedule();
+        Ok(())
     }
+}
+
+/// The job's working directory must be one its user can enter; for a job of
+/// another account that is checked with that account's rights, so the answer
+/// never tells whether a path the user cannot see exists.
+fn check_cwd(cwd: &str, account: Option<&gpuq_exec::RunAs>) -> Result<(), SpecError> {
+    let path = std::path::Path::new(cwd);
+    if !path.is_absolute() {
+        return Err(SpecError::new(
+            "cwd",
+            format!("{cwd:?} is not an absolute path; give the directory from /"),
+        ));
+    }
+    let entered = match account {
+        Some(account) => gpuq_exec::safe_fs::can_enter_as(path, account),
+        None if path.is_dir() => Ok(()),
+        None => Err(std::io::Error::from_raw_os_error(libc::ENOTDIR)),
+    };
+    entered.map_err(|e| {
+        let why = match e.raw_os_error() {
+            Some(libc::EACCES) => "permission denied".to_string(),
+            Some(libc::ENOENT | libc::ENOTDIR) => "not a directory on this node".to_string(),
+            _ => e.to_string(),
+        };
+        SpecError::new("cwd", format!("cannot enter {cwd}: {why}"))
+    })
 }
 
 /// The running set as the scheduler core sees it.

@@ -1,7 +1,6 @@
 //! The scheduling pass: snapshot the queue, ask the pure core, commit its
 //! decisions, then carry them out (spawn, stop). Woken by events, never by a poll.
 
-use super::identity;
 use super::stop::StopCause;
 use super::{dependency_state, running_snapshot, Inner, RunningAttempt, Service, DEFAULT_GRACE};
 use crate::home::now_ms;
@@ -201,15 +200,24 @@ impl Service {
     }
 
     /// The account a job of `user` runs as: the user's own when the daemon runs as
-    /// root for several users; `None` (the daemon's) otherwise.
+    /// root for several users; `None` (the daemon's) otherwise. Checked again at
+    /// launch: a job queued before the rules changed never runs as root either.
     pub(super) fn run_as(&self, user: &str) -> Result<Option<gpuq_exec::RunAs>, String> {
-        if self.identity.multi_user() && user != self.identity.owner {
-            identity::account(user)
-                .map(Some)
-                .ok_or_else(|| format!("user {user} has no account on this node"))
-        } else {
-            Ok(None)
-        }
+        self.identity.job_account(user)
+    }
+
+    /// The group that may read the job's checkpoints and outputs: its project's, if
+    /// the config names one.
+    pub(super) fn share_gid(&self, spec: &gpuq_core::JobSpec) -> Result<Option<u32>, String> {
+        let Some((project, group)) = spec.project.as_ref().and_then(|p| {
+            let group = self.config.projects.get(p)?.group.as_ref()?;
+            Some((p, group))
+        }) else {
+            return Ok(None);
+        };
+        super::super::identity::group_id(group).map(Some).ok_or_else(|| {
+            format!("projects.{project}.group in gpuq.toml: no group named {group} on this node")
+        })
     }
 
     fn launch(
@@ -239,6 +247,7 @@ impl Service {
                 cwd: &info.cwd,
                 env: &info.env,
                 run_as: run_as.as_ref(),
+                share_gid: self.share_gid(&info.spec)?,
             };
             let cmd = self.executor.prepare(&req).map_err(|e| e.to_string())?;
             let child = tokio::process::Command::from(cmd)

@@ -93,6 +93,7 @@ impl Service {
             cwd: &info.cwd,
             env: &info.env,
             run_as: run_as.as_ref(),
+            share_gid: self.share_gid(&info.spec)?,
         };
         self.executor
             .prepare_files(&req)

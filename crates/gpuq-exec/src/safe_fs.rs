@@ -1,0 +1,367 @@
+//! Files a root process touches in directories a user may write, or whose path a
+//! user may influence: opened relative to a directory descriptor, never through a
+//! symlink, regular files only, reads bounded. A FIFO, a device or a link planted
+//! by a user is refused, not followed.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn cstr(name: &std::ffi::OsStr) -> std::io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a path")
+    })
+}
+
+/// A single path component: no separator, not `.` or `..`.
+fn component(name: &str) -> std::io::Result<CString> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a plain file name"),
+        ));
+    }
+    cstr(std::ffi::OsStr::new(name))
+}
+
+fn check(rc: libc::c_int) -> std::io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// An open directory; every name below is resolved from it, one component at a time.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+}
+
+impl Dir {
+    /// Opens a directory by absolute or relative path. The last component is not
+    /// followed if it is a symlink; earlier ones must be trusted by the caller (the
+    /// daemon's home is checked at start-up).
+    pub fn open(path: &Path) -> std::io::Result<Dir> {
+        let c = cstr(path.as_os_str())?;
+        // SAFETY: a valid C string; the returned descriptor is owned below.
+        let fd = check(unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        })?;
+        // SAFETY: a fresh descriptor nobody else owns.
+        Ok(Dir {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// A subdirectory, not through a symlink.
+    pub fn dir(&self, name: &str) -> std::io::Result<Dir> {
+        let c = component(name)?;
+        // SAFETY: our directory descriptor and a valid C string.
+        let fd = check(unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        })?;
+        // SAFETY: a fresh descriptor nobody else owns.
+        Ok(Dir {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// The uid that owns this directory.
+    pub fn owner(&self) -> std::io::Result<u32> {
+        // SAFETY: fstat on our descriptor into a zeroed struct we own.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            check(libc::fstat(self.fd.as_raw_fd(), &mut st))?;
+            Ok(st.st_uid)
+        }
+    }
+
+    fn open_at(&self, name: &str, flags: libc::c_int, mode: libc::mode_t) -> std::io::Result<File> {
+        let c = component(name)?;
+        // SAFETY: our directory descriptor and a valid C string.
+        let fd = check(unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                mode as libc::c_uint,
+            )
+        })?;
+        // SAFETY: a fresh descriptor nobody else owns.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// Reads at most `max` bytes of a regular file. `owner`: the file must belong
+    /// to that uid (a file another account linked in is not read).
+    pub fn read_regular(&self, name: &str, max: u64, owner: Option<u32>) -> std::io::Result<Vec<u8>> {
+        // O_NONBLOCK: opening a FIFO must not wait for a writer.
+        let file = self.open_at(name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
+        let meta = file.metadata()?;
+        use std::os::unix::fs::MetadataExt;
+        if !meta.file_type().is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{name} is not a regular file"),
+            ));
+        }
+        if owner.is_some_and(|uid| meta.uid() != uid) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{name} belongs to another account"),
+            ));
+        }
+        let mut buf = Vec::new();
+        file.take(max).read_to_end(&mut buf)?;
+        Ok(buf)
+    }
+
+    /// Creates (mode 0600) or opens a regular file for writing, never through a link.
+    pub fn create(&self, name: &str, append: bool) -> std::io::Result<File> {
+        let flags = libc::O_WRONLY | libc::O_CREAT | if append { libc::O_APPEND } else { 0 };
+        let file = self.open_at(name, flags, 0o600)?;
+        if !file.metadata()?.file_type().is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{name} is not a regular file"),
+            ));
+        }
+        Ok(file)
+    }
+
+    /// Writes `contents` to `name` through a new temporary file and a rename: a
+    /// reader sees the old file or the whole new one, and a link planted at either
+    /// name is replaced, never written through.
+    pub fn write_atomically(&self, name: &str, contents: &[u8]) -> std::io::Result<()> {
+        let tmp = format!("{name}.tmp");
+        let _ = self.remove(&tmp);
+        let mut file = self.open_at(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o600)?;
+        file.write_all(contents)?;
+        self.rename(&tmp, name)
+    }
+
+    pub fn rename(&self, from: &str, to: &str) -> std::io::Result<()> {
+        let (a, b) = (component(from)?, component(to)?);
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: our directory descriptor and valid C strings.
+        check(unsafe { libc::renameat(fd, a.as_ptr(), fd, b.as_ptr()) }).map(drop)
+    }
+
+    /// Removes a file (a link itself, never its target).
+    pub fn remove(&self, name: &str) -> std::io::Result<()> {
+        let c = component(name)?;
+        // SAFETY: our directory descriptor and a valid C string.
+        check(unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) }).map(drop)
+    }
+}
+
+/// Reads at most `max` bytes of the regular file `path` with `account`'s rights
+/// (a child that dropped to it reads it), giving up after `timeout`: what a root
+/// daemon reads for a user is what that user could read, and a FIFO or a device
+/// there cannot stall or flood it.
+pub fn read_as(
+    path: &Path,
+    account: &crate::RunAs,
+    max: u64,
+    timeout: std::time::Duration,
+) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::process::CommandExt;
+    let (uid, gid, groups) = (account.uid, account.gid, account.groups.clone());
+    // `dd` with a byte count reads no more than asked, however long the file is.
+    let mut cmd = std::process::Command::new("/bin/dd");
+    cmd.arg(format!("if={}", path.display()))
+        .arg("iflag=nofollow,nonblock,count_bytes")
+        .arg(format!("count={max}"))
+        .arg("status=none")
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: only async-signal-safe calls on data captured before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let meta_path = path.to_path_buf();
+    let mut child = cmd.spawn()?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let read = (&mut stdout).take(max).read_to_end(&mut out);
+        let mut err = String::new();
+        let _ = stderr.read_to_string(&mut err);
+        read.map(|_| (out, err))
+    });
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("{}: took longer than {timeout:?} to read", meta_path.display()),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let (out, err) = reader
+        .join()
+        .map_err(|_| std::io::Error::other("the reader thread panicked"))??;
+    if !status.success() {
+        let err = err.trim();
+        let why = err.rsplit(": ").next().unwrap_or(err);
+        return Err(std::io::Error::other(format!(
+            "cannot read {}: {}",
+            meta_path.display(),
+            if why.is_empty() { "failed" } else { why }
+        )));
+    }
+    Ok(out)
+}
+
+/// Whether `account` may enter `dir`, found out with that account's own rights
+/// (a short-lived child drops to it, then tries the `chdir`), so the answer says
+/// nothing the account could not have seen itself.
+pub fn can_enter_as(dir: &Path, account: &crate::RunAs) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let c = cstr(dir.as_os_str())?;
+    let (uid, gid, groups) = (account.uid, account.gid, account.groups.clone());
+    let mut cmd = std::process::Command::new("/bin/true");
+    cmd.env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: only async-signal-safe calls on data captured before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0
+                || libc::chdir(c.as_ptr()) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()?.wait().map(drop)
+}
+
+/// Checks that no account but `uid` (or root) can change what `path` names: the
+/// path and every directory above it belong to `uid` or root, and none is
+/// writable by group or others, except a sticky directory such as /tmp (where
+/// nobody can rename another's entry). The same rule as OpenSSH's StrictModes.
+pub fn check_trusted(path: &Path, uid: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut at = Some(path.as_path());
+    let mut first = true;
+    while let Some(p) = at {
+        let meta = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if meta.uid() != uid && meta.uid() != 0 {
+            return Err(format!(
+                "{} belongs to uid {}, not to root: anyone who owns it could change what the daemon reads",
+                p.display(),
+                meta.uid()
+            ));
+        }
+        let sticky = meta.mode() & libc::S_ISVTX as u32 != 0;
+        if meta.mode() & 0o022 != 0 && !(meta.is_dir() && sticky && !first) {
+            return Err(format!(
+                "{} is writable by group or others (mode {:o}): `chmod go-w {}`",
+                p.display(),
+                meta.mode() & 0o7777,
+                p.display()
+            ));
+        }
+        first = false;
+        at = p.parent();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_fifos_and_devices_are_refused_and_reads_are_bounded() {
+        let t = tempfile::tempdir().unwrap();
+        let secret = t.path().join("secret");
+        std::fs::write(&secret, "root only").unwrap();
+        std::os::unix::fs::symlink(&secret, t.path().join("link")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", t.path().join("zero")).unwrap();
+        let fifo = cstr(t.path().join("fifo").as_os_str()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::fs::write(t.path().join("big"), vec![b'x'; 10_000]).unwrap();
+        let dir = Dir::open(t.path()).unwrap();
+
+        let err = dir.read_regular("link", 100, None).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+        assert!(dir.read_regular("zero", 100, None).is_err());
+        let started = std::time::Instant::now();
+        assert!(dir.read_regular("fifo", 100, None).is_err(), "a FIFO is not read");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "and not waited on");
+        assert_eq!(dir.read_regular("big", 100, None).unwrap().len(), 100);
+        assert!(dir.read_regular("../secret", 100, None).is_err());
+        // SAFETY: getuid cannot fail.
+        let me = unsafe { libc::getuid() };
+        assert!(dir.read_regular("big", 10, Some(me + 1)).is_err());
+        assert!(dir.read_regular("big", 10, Some(me)).is_ok());
+
+        // Writing replaces a planted link instead of writing through it.
+        dir.write_atomically("link", b"record").unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only");
+        assert_eq!(std::fs::read_to_string(t.path().join("link")).unwrap(), "record");
+        std::os::unix::fs::symlink(&secret, t.path().join("out.tmp")).unwrap();
+        dir.write_atomically("out", b"x").unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only");
+        assert!(dir.create("zero", true).is_err());
+        assert!(Dir::open(&t.path().join("link")).is_err());
+    }
+
+    #[test]
+    fn a_path_others_can_change_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        // SAFETY: getuid cannot fail.
+        let me = unsafe { libc::getuid() };
+        let file = t.path().join("gpuq.toml");
+        std::fs::write(&file, "").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(check_trusted(&file, me), Ok(()), "a tempdir under sticky /tmp is fine");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(check_trusted(&file, me).unwrap_err().contains("writable by group or others"));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(check_trusted(&file, me).is_err(), "a writable directory above");
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        if me == 0 {
+            assert!(check_trusted(&file, 4242).is_ok(), "root's files are trusted");
+        } else {
+            assert!(check_trusted(&file, me + 1).unwrap_err().contains("belongs to uid"));
+        }
+    }
+}
