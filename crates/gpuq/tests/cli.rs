@@ -145,6 +145,7 @@ fn every_endpoint_but_health_needs_the_token() {
 #[test]
 fn a_fresh_home_gets_a_daemon_started_in_the_background() {
     let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("gpuq.toml"), as_tests_config("")).unwrap();
     let run = |args: &[&str]| {
         Command::new(GPUQ)
             .args(args)

@@ -6,6 +6,7 @@
 mod common;
 use common::*;
 use std::process::Command;
+use std::time::Duration;
 
 struct Mount(std::path::PathBuf);
 impl Drop for Mount {
@@ -77,4 +78,62 @@ fn a_full_disk_refuses_submits_cleanly_and_loses_nothing() {
         before.last().unwrap() + 1,
         "the refused submit left no trace"
     );
+}
+
+/// Free bytes on the filesystem holding `path`.
+fn free_bytes(path: &std::path::Path) -> u64 {
+    let out = Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+#[test]
+fn a_job_that_fills_the_disk_has_its_end_recorded_once_space_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mounting a tmpfs needs root");
+    let _mount = Mount(mnt.clone());
+
+    let d = Daemon::start_in(&mnt.join("home"), "sim:1");
+    let filler = d.submit(&[
+        "--gpus",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "dd if=/dev/zero of=\"$GPUQ_OUTPUT_DIR/fill\" bs=64k 2>/dev/null; exit 7",
+    ]);
+    d.wait_running(filler);
+    let full = eventually(Duration::from_secs(20), || free_bytes(&mnt) == 0);
+    assert!(full, "the job filled the disk");
+    // Its end cannot be written now: it is not lost, failed or forgotten meanwhile.
+    std::thread::sleep(Duration::from_secs(2));
+    let state = d.show(filler)["state"].clone();
+    assert!(state == "running" || state == "failed", "{state}");
+
+    std::fs::remove_file(d.job_dir(filler).join("outputs/fill")).unwrap();
+    let ended = eventually(Duration::from_secs(30), || {
+        d.show(filler)["state"] == "failed"
+    });
+    assert!(ended, "the end was recorded without a restart: {}", d.show(filler));
+    let job = d.show(filler);
+    assert_eq!(job["exit_code"], 7, "the job's own status, not a guess: {job}");
+    // Its GPU is free again: the next job gets it.
+    let next = d.submit(&["--gpus", "1", "--", "true"]);
+    assert_eq!(d.wait(next)["state"], "succeeded");
+    let store = gpuq_store::Store::open(&mnt.join("home/gpuq.db")).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
 }

@@ -7,56 +7,10 @@
 mod common;
 use common::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::process::{Command, Output};
+use std::process::Command;
 
 const ALICE: &str = "gpuqtesta";
 const BOB: &str = "gpuqtestb";
-
-fn ensure_user(name: &str) -> u32 {
-    if Command::new("id")
-        .arg("-u")
-        .arg(name)
-        .output()
-        .unwrap()
-        .status
-        .success()
-    {
-    } else {
-        let ok = Command::new("useradd")
-            .args(["--create-home", "--shell", "/bin/sh", name])
-            .status()
-            .unwrap();
-        assert!(
-            ok.success(),
-            "useradd {name} failed: the system tests need root"
-        );
-    }
-    let out = Command::new("id").arg("-u").arg(name).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-}
-
-/// Runs gpuq as a local user, through the daemon's unix socket (no token).
-fn as_user(d: &Daemon, user: &str, args: &[&str]) -> Output {
-    Command::new("runuser")
-        .args([
-            "-u",
-            user,
-            "--",
-            "env",
-            "-u",
-            "GPUQ_URL",
-            "-u",
-            "GPUQ_TOKEN",
-        ])
-        .arg(format!("GPUQ_HOME={}", d.path().display()))
-        .arg("GPUQ_NO_AUTOSTART=1")
-        .arg("NO_COLOR=1")
-        .arg(GPUQ)
-        .args(args)
-        .current_dir("/tmp")
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn two_users_share_one_root_daemon_safely() {

@@ -358,3 +358,54 @@ pub fn nvml_stand_in() -> PathBuf {
         })
         .clone()
 }
+
+/// A local account for the system tests (made with useradd on first use); its uid.
+pub fn ensure_user(name: &str) -> u32 {
+    // useradd locks /etc/passwd: tests running at once take turns.
+    static USERADD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = USERADD.lock().unwrap_or_else(|e| e.into_inner());
+    if Command::new("id")
+        .arg("-u")
+        .arg(name)
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+    } else {
+        let ok = Command::new("useradd")
+            .args(["--create-home", "--shell", "/bin/sh", name])
+            .status()
+            .unwrap();
+        assert!(
+            ok.success(),
+            "useradd {name} failed: the system tests need root"
+        );
+    }
+    let out = Command::new("id").arg("-u").arg(name).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Runs gpuq as a local user, through the daemon's unix socket (no token).
+pub fn as_user(d: &Daemon, user: &str, args: &[&str]) -> Output {
+    Command::new("runuser")
+        .args([
+            "-u",
+            user,
+            "--",
+            "env",
+            "-u",
+            "GPUQ_URL",
+            "-u",
+            "GPUQ_TOKEN",
+        ])
+        .arg(format!("GPUQ_HOME={}", d.path().display()))
+        .arg("GPUQ_NO_AUTOSTART=1")
+        .arg("NO_COLOR=1")
+        .arg(GPUQ)
+        .args(args)
+        .current_dir("/tmp")
+        .output()
+        .unwrap()
+}
+

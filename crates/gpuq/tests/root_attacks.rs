@@ -1,0 +1,393 @@
+//! Attacks on a daemon run as root, by a gpuq admin and by a curious labmate, each
+//! performed for real with local accounts made by useradd: none may make anyone
+//! root, make root run or open something a user chose, or read another's files.
+//! Needs root: the `system-tests` feature.
+#![cfg(feature = "system-tests")]
+
+mod common;
+use common::*;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::Command;
+use std::time::Duration;
+
+/// The admin (`admins = [...]` in gpuq.toml) and a plain user.
+const ADMIN: &str = "gpuqtestadm";
+const MATE: &str = "gpuqtestmate";
+const OTHER: &str = "gpuqtestb";
+
+fn admin_config() -> String {
+    format!("admins = [\"{ADMIN}\"]\n[telemetry]\ninterval = \"100ms\"\n")
+}
+
+/// A root daemon whose users can reach its socket.
+fn shared_daemon(toml: &str) -> Daemon {
+    let d = Daemon::start_strict("sim:2", toml);
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+/// An API call with `token`: (HTTP status, body).
+fn api(d: &Daemon, token: &str, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let mut c = Command::new("curl");
+    c.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method, "-H"])
+        .arg(format!("authorization: Bearer {token}"));
+    if let Some(body) = body {
+        c.args(["-H", "content-type: application/json", "--data-binary", body]);
+    }
+    let out = c.arg(format!("{}{path}", d.url)).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.trim().parse().unwrap(), body.to_string())
+}
+
+/// A token for `user`, made by root (the daemon's own token).
+fn token_for(d: &Daemon, user: &str) -> String {
+    let (code, body) = api(
+        d,
+        &d.token(),
+        "POST",
+        "/v1/tokens",
+        Some(&format!(r#"{{"user":"{user}"}}"#)),
+    );
+    assert_eq!(code, 201, "{body}");
+    serde_json::from_str::<serde_json::Value>(&body).unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn submit_body(user: &str, argv: &[&str]) -> String {
+    serde_json::json!({
+        "spec": { "command": argv },
+        "cwd": "/tmp",
+        "env": { "PATH": "/usr/bin:/bin" },
+        "user": user,
+    })
+    .to_string()
+}
+
+#[test]
+fn an_admin_cannot_become_root_or_anyone_else() {
+    ensure_user(ADMIN);
+    ensure_user(MATE);
+    let d = shared_daemon(&admin_config());
+    let admin = token_for(&d, ADMIN);
+
+    // (a) A token for root, for a system account, for another person: refused.
+    for (user, why) in [
+        ("root", "may make a token for another user"),
+        ("daemon", "may make a token for another user"),
+        (MATE, "may make a token for another user"),
+    ] {
+        let (code, body) = api(
+            &d,
+            &admin,
+            "POST",
+            "/v1/tokens",
+            Some(&format!(r#"{{"user":"{user}"}}"#)),
+        );
+        assert_eq!(code, 403, "token for {user}: {body}");
+        assert!(body.contains(why), "{body}");
+        assert!(body.contains("\"error\""), "the API's JSON error shape: {body}");
+    }
+    // Not even root makes a token for root or for a system account: jobs may not run as them.
+    for user in ["root", "daemon"] {
+        let (code, body) = api(
+            &d,
+            &d.token(),
+            "POST",
+            "/v1/tokens",
+            Some(&format!(r#"{{"user":"{user}"}}"#)),
+        );
+        assert_eq!(code, 400, "{body}");
+        assert!(body.contains("user:"), "{body}");
+    }
+
+    // Submitting as root or as a labmate with the admin's token: refused, nothing queued.
+    for user in ["root", MATE] {
+        let (code, body) = api(
+            &d,
+            &admin,
+            "POST",
+            "/v1/jobs",
+            Some(&submit_body(user, &["id", "-u"])),
+        );
+        assert_eq!(code, 400, "submit as {user}: {body}");
+        assert!(body.contains("only the daemon's owner"), "{body}");
+    }
+    // Root itself, through the socket and with the daemon's token: no root jobs unless allowed.
+    let out = d.gpuq(&["submit", "--", "id", "-u"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("allow_root_jobs"), "{}", stderr(&out));
+    let jobs = d.json(&["ls", "--json"]);
+    assert_eq!(jobs.as_array().unwrap().len(), 0, "nothing was queued: {jobs}");
+
+    // The admin's own jobs run as the admin, and the admin still manages the queue.
+    let (code, body) = api(
+        &d,
+        &admin,
+        "POST",
+        "/v1/jobs",
+        Some(&submit_body(ADMIN, &["id", "-u"])),
+    );
+    assert_eq!(code, 201, "{body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(d.wait(id)["state"], "succeeded");
+    let uid = ensure_user(ADMIN).to_string();
+    assert_eq!(d.ok(&["logs", &id.to_string()]).trim(), uid);
+}
+
+#[test]
+fn root_jobs_run_only_where_the_root_owned_config_allows_them() {
+    let d = shared_daemon("allow_root_jobs = true\n");
+    let id = d.submit(&["--", "id", "-u"]);
+    assert_eq!(d.wait(id)["state"], "succeeded");
+    assert_eq!(d.ok(&["logs", &id.to_string()]).trim(), "0");
+
+    // A config others could change is not believed: the daemon refuses to start.
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("gpuq.toml");
+    std::fs::write(&config, "allow_root_jobs = true\n").unwrap();
+    let mate = ensure_user(MATE);
+    std::os::unix::fs::chown(&config, Some(mate), None).unwrap();
+    let out = Command::new(GPUQ)
+        .args(["server", "--gpus", "none", "--listen", "127.0.0.1:0"])
+        .env("GPUQ_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("root-owned"), "{}", stderr(&out));
+    std::os::unix::fs::chown(&config, Some(0), None).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = Command::new(GPUQ)
+        .args(["server", "--gpus", "none", "--listen", "127.0.0.1:0"])
+        .env("GPUQ_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("writable by group or others"), "{}", stderr(&out));
+}
+
+#[test]
+fn autostop_runs_only_commands_the_config_names() {
+    ensure_user(ADMIN);
+    let marker = tempfile::tempdir().unwrap();
+    let pwned = marker.path().join("pwned");
+    let allowed = marker.path().join("allowed");
+    let d = shared_daemon(&format!(
+        "{}[autostop]\nidle_after = \"1h\"\ncommands = [\"touch {}\"]\n",
+        admin_config(),
+        allowed.display()
+    ));
+    let admin = token_for(&d, ADMIN);
+    let evil = format!(
+        r#"{{"idle_after":"1s","command":"touch {}"}}"#,
+        pwned.display()
+    );
+    let (code, body) = api(&d, &admin, "POST", "/v1/autostop", Some(&evil));
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("command") && body.contains("allows"), "{body}");
+    // The daemon's own token cannot bring a command either.
+    let (code, _) = api(&d, &d.token(), "POST", "/v1/autostop", Some(&evil));
+    assert_eq!(code, 400);
+    // Choosing the configured one works, and it runs when the node is idle.
+    let good = format!(
+        r#"{{"idle_after":"2s","command":"touch {}"}}"#,
+        allowed.display()
+    );
+    let (code, body) = api(&d, &admin, "POST", "/v1/autostop", Some(&good));
+    assert_eq!(code, 200, "{body}");
+    assert!(eventually(Duration::from_secs(10), || allowed.exists()));
+    assert!(!pwned.exists(), "root never ran the API's command");
+}
+
+#[test]
+fn a_relative_home_and_planted_links_never_redirect_roots_writes() {
+    let mate_uid = ensure_user(MATE);
+    // The daemon starts with a relative GPUQ_HOME from a directory of its own.
+    let base = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = base.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(home.join("gpuq.toml"), "").unwrap();
+    let mut server = Command::new(GPUQ)
+        .args(["server", "--gpus", "sim:1", "--listen", "127.0.0.1:0"])
+        .env("GPUQ_HOME", "home")
+        .current_dir(base.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || home
+        .join("daemon.json")
+        .exists()));
+    // The victim: a root-owned file; the bait: the records' relative paths, made
+    // in the user's working directory and linked to the victim.
+    let victim = base.path().join("victim");
+    std::fs::write(&victim, "root's").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(work.path(), Some(mate_uid), None).unwrap();
+    let bait = work.path().join("home/jobs/1");
+    std::fs::create_dir_all(&bait).unwrap();
+    for name in ["attempt-1.exit", "attempt-1.exit.tmp", "attempt-1.pgid", "attempt-1.pgid.tmp"] {
+        std::os::unix::fs::symlink(&victim, bait.join(name)).unwrap();
+    }
+    let run = Command::new("runuser")
+        .args(["-u", MATE, "--", "env", "-u", "GPUQ_URL", "-u", "GPUQ_TOKEN"])
+        .arg(format!("GPUQ_HOME={}", home.display()))
+        .arg("GPUQ_NO_AUTOSTART=1")
+        .args([GPUQ, "run", "--", "true"])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's");
+    assert!(home.join("jobs/1/attempt-1.exit").is_file(), "records are in the real home");
+    // SAFETY: ending the daemon this test started.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let _ = server.wait();
+}
+
+#[test]
+fn a_jobs_sim_load_cannot_leak_freeze_or_flood_the_daemon() {
+    ensure_user(MATE);
+    let d = shared_daemon("[telemetry]\ninterval = \"100ms\"\n");
+    // A root-only file whose content would show as the GPU's utilisation.
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("secret");
+    std::fs::write(&secret, "{\"util\": 77}").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(secret_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let util = || -> f64 {
+        let gpus: serde_json::Value = serde_json::from_str(&d.get("/v1/gpus")).unwrap();
+        gpus[0]["reading"]["util_percent"].as_f64().unwrap_or(-1.0)
+    };
+    let rss_kib = || -> u64 {
+        let pid = std::fs::read_to_string(d.path().join("daemon.json")).unwrap();
+        let pid = serde_json::from_str::<serde_json::Value>(&pid).unwrap()["pid"]
+            .as_u64()
+            .unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let before = rss_kib();
+    for plant in [
+        format!("ln -s {} \"$GPUQ_OUTPUT_DIR/.sim-load\"", secret.display()),
+        "mkfifo \"$GPUQ_OUTPUT_DIR/.sim-load\"".to_string(),
+        "ln -s /dev/zero \"$GPUQ_OUTPUT_DIR/.sim-load\"".to_string(),
+    ] {
+        let out = as_user(
+            &d,
+            MATE,
+            &["submit", "--gpus", "1", "--env", "GPUQ_SIM_UTIL=12", "--", "sh", "-c",
+              &format!("{plant}; sleep 3")],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let id: u64 = stdout(&out).trim().parse().unwrap();
+        d.wait_running(id);
+        // Telemetry goes on (a FIFO would have frozen it) and shows the job's own figure.
+        assert!(
+            eventually(Duration::from_secs(5), || util() == 12.0),
+            "{plant}: utilisation {}",
+            util()
+        );
+        std::thread::sleep(Duration::from_millis(1000));
+        assert_eq!(util(), 12.0, "{plant}: the planted file is not read");
+        d.ok(&["cancel", &id.to_string()]);
+        d.wait(id);
+        assert!(
+            eventually(Duration::from_secs(5), || util() == 0.0),
+            "{plant}: telemetry kept sampling after the job"
+        );
+    }
+    let grown = rss_kib().saturating_sub(before);
+    assert!(grown < 64 * 1024, "the daemon grew by {grown} KiB");
+}
+
+#[test]
+fn a_working_directory_is_entered_only_with_the_jobs_rights() {
+    ensure_user(MATE);
+    let other_uid = ensure_user(OTHER);
+    let d = shared_daemon("");
+    // Another user's private directory, and root's own.
+    let private = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let theirs = private.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(other_uid), Some(other_uid)).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::create_dir_all("/root/gpuq-test-exists").unwrap();
+    for cwd in [theirs.to_str().unwrap(), "/root", "/root/gpuq-test-exists"] {
+        let out = as_user(&d, MATE, &["submit", "--cwd", cwd, "--", "pwd"]);
+        assert_eq!(out.status.code(), Some(2), "{cwd}: {}", stderr(&out));
+        assert!(stderr(&out).contains("permission denied"), "{cwd}: {}", stderr(&out));
+    }
+    // Whether a path under /root exists is not told: both answers read the same.
+    let answer = |cwd: &str| {
+        stderr(&as_user(&d, MATE, &["submit", "--cwd", cwd, "--", "pwd"])).replace(cwd, "PATH")
+    };
+    assert_eq!(answer("/root/gpuq-test-exists"), answer("/root/gpuq-test-missing"));
+
+    // A directory closed after the submit: the attempt fails without entering it.
+    let open = private.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d.ok(&["drain"]);
+    let out = as_user(&d, MATE, &["submit", "--cwd", open.to_str().unwrap(), "--", "pwd"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id: u64 = stdout(&out).trim().parse().unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o700)).unwrap();
+    d.ok(&["undrain"]);
+    let job = d.wait(id);
+    assert_eq!(job["state"], "failed", "{job}");
+    let shown = d.ok(&["show", &id.to_string()]);
+    assert!(shown.contains("cannot enter the working directory"), "{shown}");
+}
+
+#[test]
+fn checkpoints_and_outputs_are_private_unless_a_project_group_shares_them() {
+    let mate_uid = ensure_user(MATE);
+    ensure_user(OTHER);
+    let _ = Command::new("groupadd").arg("gpuqtestvision").status();
+    let d = shared_daemon("[projects.vision]\ngroup = \"gpuqtestvision\"\n");
+    let job = |project: Option<&str>| -> u64 {
+        let mut args = vec!["submit"];
+        if let Some(p) = project {
+            args.extend(["--project", p]);
+        }
+        args.extend(["--", "sh", "-c", "echo weights > $GPUQ_CHECKPOINT_DIR/w.pt"]);
+        let out = as_user(&d, MATE, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let id = stdout(&out).trim().parse().unwrap();
+        assert_eq!(d.wait(id)["state"], "succeeded");
+        id
+    };
+    let private = job(None);
+    let dir = d.job_dir(private);
+    for sub in ["checkpoints", "outputs"] {
+        let meta = std::fs::metadata(dir.join(sub)).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o700, "{sub}");
+        assert_eq!(meta.uid(), mate_uid);
+    }
+    let peek = Command::new("runuser")
+        .args(["-u", OTHER, "--", "cat"])
+        .arg(dir.join("checkpoints/w.pt"))
+        .output()
+        .unwrap();
+    assert!(!peek.status.success(), "another user read the weights");
+    assert!(stderr(&peek).contains("Permission denied"), "{}", stderr(&peek));
+
+    let shared = job(Some("vision"));
+    let meta = std::fs::metadata(d.job_dir(shared).join("checkpoints")).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o750);
+    let out = Command::new("getent")
+        .args(["group", "gpuqtestvision"])
+        .output()
+        .unwrap();
+    let gid: u32 = stdout(&out).split(':').nth(2).unwrap().parse().unwrap();
+    assert_eq!(meta.gid(), gid);
+}
