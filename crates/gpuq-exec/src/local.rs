@@ -117,7 +117,11 @@ impl LocalExecutor {
         };
         // Weights and artifacts are private: the user's alone, or shared with the
         // project's group when the config names one.
-        let mode = if req.share_gid.is_some() { 0o750 } else { 0o700 };
+        let mode = if req.share_gid.is_some() {
+            0o750
+        } else {
+            0o700
+        };
         for d in [dir.checkpoints(), dir.outputs()] {
             std::fs::create_dir_all(&d).map_err(io_err(&d))?;
             std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))

@@ -11,9 +11,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 fn cstr(name: &std::ffi::OsStr) -> std::io::Result<CString> {
-    CString::new(name.as_bytes()).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a path")
-    })
+    CString::new(name.as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a path"))
 }
 
 /// A single path component: no separator, not `.` or `..`.
@@ -104,7 +103,12 @@ impl Dir {
 
     /// Reads at most `max` bytes of a regular file. `owner`: the file must belong
     /// to that uid (a file another account linked in is not read).
-    pub fn read_regular(&self, name: &str, max: u64, owner: Option<u32>) -> std::io::Result<Vec<u8>> {
+    pub fn read_regular(
+        &self,
+        name: &str,
+        max: u64,
+        owner: Option<u32>,
+    ) -> std::io::Result<Vec<u8>> {
         // O_NONBLOCK: opening a FIFO must not wait for a writer.
         let file = self.open_at(name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
         let meta = file.metadata()?;
@@ -220,7 +224,10 @@ pub fn read_as(
             let _ = child.wait();
             return Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                format!("{}: took longer than {timeout:?} to read", meta_path.display()),
+                format!(
+                    "{}: took longer than {timeout:?} to read",
+                    meta_path.display()
+                ),
             ));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -322,8 +329,14 @@ mod tests {
         assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
         assert!(dir.read_regular("zero", 100, None).is_err());
         let started = std::time::Instant::now();
-        assert!(dir.read_regular("fifo", 100, None).is_err(), "a FIFO is not read");
-        assert!(started.elapsed() < std::time::Duration::from_secs(1), "and not waited on");
+        assert!(
+            dir.read_regular("fifo", 100, None).is_err(),
+            "a FIFO is not read"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "and not waited on"
+        );
         assert_eq!(dir.read_regular("big", 100, None).unwrap().len(), 100);
         assert!(dir.read_regular("../secret", 100, None).is_err());
         // SAFETY: getuid cannot fail.
@@ -334,7 +347,10 @@ mod tests {
         // Writing replaces a planted link instead of writing through it.
         dir.write_atomically("link", b"record").unwrap();
         assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only");
-        assert_eq!(std::fs::read_to_string(t.path().join("link")).unwrap(), "record");
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("link")).unwrap(),
+            "record"
+        );
         std::os::unix::fs::symlink(&secret, t.path().join("out.tmp")).unwrap();
         dir.write_atomically("out", b"x").unwrap();
         assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only");
@@ -351,17 +367,31 @@ mod tests {
         let file = t.path().join("gpuq.toml");
         std::fs::write(&file, "").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert_eq!(check_trusted(&file, me), Ok(()), "a tempdir under sticky /tmp is fine");
+        assert_eq!(
+            check_trusted(&file, me),
+            Ok(()),
+            "a tempdir under sticky /tmp is fine"
+        );
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(check_trusted(&file, me).unwrap_err().contains("writable by group or others"));
+        assert!(check_trusted(&file, me)
+            .unwrap_err()
+            .contains("writable by group or others"));
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(check_trusted(&file, me).is_err(), "a writable directory above");
+        assert!(
+            check_trusted(&file, me).is_err(),
+            "a writable directory above"
+        );
         std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         if me == 0 {
-            assert!(check_trusted(&file, 4242).is_ok(), "root's files are trusted");
+            assert!(
+                check_trusted(&file, 4242).is_ok(),
+                "root's files are trusted"
+            );
         } else {
-            assert!(check_trusted(&file, me + 1).unwrap_err().contains("belongs to uid"));
+            assert!(check_trusted(&file, me + 1)
+                .unwrap_err()
+                .contains("belongs to uid"));
         }
     }
 }

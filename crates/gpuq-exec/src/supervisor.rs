@@ -191,10 +191,9 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
         }
         Ok(mut child) => {
             // The job is its own process group leader: pgid == pid.
-            if let Err(e) = dir.write_atomically(
-                &pgid_file_name(attempt),
-                child.id().to_string().as_bytes(),
-            ) {
+            if let Err(e) =
+                dir.write_atomically(&pgid_file_name(attempt), child.id().to_string().as_bytes())
+            {
                 eprintln!("gpuq supervisor: cannot record the job's process group: {e}");
             }
             let status = loop {
@@ -242,7 +241,9 @@ fn enter_as(cwd: &std::path::Path, credentials: Option<&Credentials>) -> std::io
             return Err(last());
         }
         let entered = std::env::set_current_dir(cwd);
-        if libc::seteuid(0) != 0 || libc::setegid(0) != 0 || libc::setgroups(0, std::ptr::null()) != 0
+        if libc::seteuid(0) != 0
+            || libc::setegid(0) != 0
+            || libc::setgroups(0, std::ptr::null()) != 0
         {
             // Cannot happen with a saved uid of 0; never go on half-dropped.
             eprintln!("gpuq supervisor: cannot take back root's ids: {}", last());

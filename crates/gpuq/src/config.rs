@@ -408,7 +408,10 @@ impl Config {
         // SAFETY: geteuid cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             gpuq_exec::safe_fs::check_trusted(&path, 0).map_err(|e| {
-                format!("{}: a daemon run as root reads only a root-owned config: {e}", path.display())
+                format!(
+                    "{}: a daemon run as root reads only a root-owned config: {e}",
+                    path.display()
+                )
             })?;
         }
         let text = std::fs::read_to_string(&path)
@@ -508,7 +511,11 @@ impl Config {
         let Some(a) = &self.autostop else {
             return Vec::new();
         };
-        a.command.iter().chain(&a.commands).map(String::as_str).collect()
+        a.command
+            .iter()
+            .chain(&a.commands)
+            .map(String::as_str)
+            .collect()
     }
 
     pub fn share(&self, user: &str) -> f64 {

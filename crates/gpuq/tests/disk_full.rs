@@ -128,9 +128,16 @@ fn a_job_that_fills_the_disk_has_its_end_recorded_once_space_returns() {
     let ended = eventually(Duration::from_secs(30), || {
         d.show(filler)["state"] == "failed"
     });
-    assert!(ended, "the end was recorded without a restart: {}", d.show(filler));
+    assert!(
+        ended,
+        "the end was recorded without a restart: {}",
+        d.show(filler)
+    );
     let job = d.show(filler);
-    assert_eq!(job["exit_code"], 7, "the job's own status, not a guess: {job}");
+    assert_eq!(
+        job["exit_code"], 7,
+        "the job's own status, not a guess: {job}"
+    );
     // Its GPU is free again: the next job gets it.
     let next = d.submit(&["--gpus", "1", "--", "true"]);
     assert_eq!(d.wait(next)["state"], "succeeded");

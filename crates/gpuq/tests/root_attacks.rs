@@ -32,7 +32,12 @@ fn api(d: &Daemon, token: &str, method: &str, path: &str, body: Option<&str>) ->
     c.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method, "-H"])
         .arg(format!("authorization: Bearer {token}"));
     if let Some(body) = body {
-        c.args(["-H", "content-type: application/json", "--data-binary", body]);
+        c.args([
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            body,
+        ]);
     }
     let out = c.arg(format!("{}{path}", d.url)).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -88,7 +93,10 @@ fn an_admin_cannot_become_root_or_anyone_else() {
         );
         assert_eq!(code, 403, "token for {user}: {body}");
         assert!(body.contains(why), "{body}");
-        assert!(body.contains("\"error\""), "the API's JSON error shape: {body}");
+        assert!(
+            body.contains("\"error\""),
+            "the API's JSON error shape: {body}"
+        );
     }
     // Not even root makes a token for root or for a system account: jobs may not run as them.
     for user in ["root", "daemon"] {
@@ -120,7 +128,11 @@ fn an_admin_cannot_become_root_or_anyone_else() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("allow_root_jobs"), "{}", stderr(&out));
     let jobs = d.json(&["ls", "--json"]);
-    assert_eq!(jobs.as_array().unwrap().len(), 0, "nothing was queued: {jobs}");
+    assert_eq!(
+        jobs.as_array().unwrap().len(),
+        0,
+        "nothing was queued: {jobs}"
+    );
 
     // The admin's own jobs run as the admin, and the admin still manages the queue.
     let (code, body) = api(
@@ -152,22 +164,33 @@ fn root_jobs_run_only_where_the_root_owned_config_allows_them() {
     std::fs::write(&config, "allow_root_jobs = true\n").unwrap();
     let mate = ensure_user(MATE);
     std::os::unix::fs::chown(&config, Some(mate), None).unwrap();
-    let out = Command::new(GPUQ)
-        .args(["server", "--gpus", "none", "--listen", "127.0.0.1:0"])
-        .env("GPUQ_HOME", home.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("root-owned"), "{}", stderr(&out));
+    let out = refused_start(home.path());
+    assert!(out.contains("root-owned"), "{out}");
     std::os::unix::fs::chown(&config, Some(0), None).unwrap();
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let out = Command::new(GPUQ)
+    let out = refused_start(home.path());
+    assert!(out.contains("writable by group or others"), "{out}");
+}
+
+/// Starts `gpuq server` on `home`, which must refuse to start (exit 2) within 10 s; its stderr.
+fn refused_start(home: &std::path::Path) -> String {
+    let mut child = Command::new(GPUQ)
         .args(["server", "--gpus", "none", "--listen", "127.0.0.1:0"])
-        .env("GPUQ_HOME", home.path())
-        .output()
+        .env("GPUQ_HOME", home)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let ended = eventually(Duration::from_secs(10), || {
+        child.try_wait().unwrap().is_some()
+    });
+    if !ended {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(ended, "the daemon started on an untrusted config");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("writable by group or others"), "{}", stderr(&out));
+    stderr(&out)
 }
 
 #[test]
@@ -188,7 +211,10 @@ fn autostop_runs_only_commands_the_config_names() {
     );
     let (code, body) = api(&d, &admin, "POST", "/v1/autostop", Some(&evil));
     assert_eq!(code, 400, "{body}");
-    assert!(body.contains("command") && body.contains("allows"), "{body}");
+    assert!(
+        body.contains("command") && body.contains("allows"),
+        "{body}"
+    );
     // The daemon's own token cannot bring a command either.
     let (code, _) = api(&d, &d.token(), "POST", "/v1/autostop", Some(&evil));
     assert_eq!(code, 400);
@@ -232,11 +258,25 @@ fn a_relative_home_and_planted_links_never_redirect_roots_writes() {
     std::os::unix::fs::chown(work.path(), Some(mate_uid), None).unwrap();
     let bait = work.path().join("home/jobs/1");
     std::fs::create_dir_all(&bait).unwrap();
-    for name in ["attempt-1.exit", "attempt-1.exit.tmp", "attempt-1.pgid", "attempt-1.pgid.tmp"] {
+    for name in [
+        "attempt-1.exit",
+        "attempt-1.exit.tmp",
+        "attempt-1.pgid",
+        "attempt-1.pgid.tmp",
+    ] {
         std::os::unix::fs::symlink(&victim, bait.join(name)).unwrap();
     }
     let run = Command::new("runuser")
-        .args(["-u", MATE, "--", "env", "-u", "GPUQ_URL", "-u", "GPUQ_TOKEN"])
+        .args([
+            "-u",
+            MATE,
+            "--",
+            "env",
+            "-u",
+            "GPUQ_URL",
+            "-u",
+            "GPUQ_TOKEN",
+        ])
         .arg(format!("GPUQ_HOME={}", home.display()))
         .arg("GPUQ_NO_AUTOSTART=1")
         .args([GPUQ, "run", "--", "true"])
@@ -245,7 +285,10 @@ fn a_relative_home_and_planted_links_never_redirect_roots_writes() {
         .unwrap();
     assert!(run.status.success(), "{}", stderr(&run));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's");
-    assert!(home.join("jobs/1/attempt-1.exit").is_file(), "records are in the real home");
+    assert!(
+        home.join("jobs/1/attempt-1.exit").is_file(),
+        "records are in the real home"
+    );
     // SAFETY: ending the daemon this test started.
     unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
     let _ = server.wait();
@@ -283,8 +326,17 @@ fn a_jobs_sim_load_cannot_leak_freeze_or_flood_the_daemon() {
         let out = as_user(
             &d,
             MATE,
-            &["submit", "--gpus", "1", "--env", "GPUQ_SIM_UTIL=12", "--", "sh", "-c",
-              &format!("{plant}; sleep 3")],
+            &[
+                "submit",
+                "--gpus",
+                "1",
+                "--env",
+                "GPUQ_SIM_UTIL=12",
+                "--",
+                "sh",
+                "-c",
+                &format!("{plant}; sleep 3"),
+            ],
         );
         assert!(out.status.success(), "{}", stderr(&out));
         let id: u64 = stdout(&out).trim().parse().unwrap();
@@ -324,20 +376,31 @@ fn a_working_directory_is_entered_only_with_the_jobs_rights() {
     for cwd in [theirs.to_str().unwrap(), "/root", "/root/gpuq-test-exists"] {
         let out = as_user(&d, MATE, &["submit", "--cwd", cwd, "--", "pwd"]);
         assert_eq!(out.status.code(), Some(2), "{cwd}: {}", stderr(&out));
-        assert!(stderr(&out).contains("permission denied"), "{cwd}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("permission denied"),
+            "{cwd}: {}",
+            stderr(&out)
+        );
     }
     // Whether a path under /root exists is not told: both answers read the same.
     let answer = |cwd: &str| {
         stderr(&as_user(&d, MATE, &["submit", "--cwd", cwd, "--", "pwd"])).replace(cwd, "PATH")
     };
-    assert_eq!(answer("/root/gpuq-test-exists"), answer("/root/gpuq-test-missing"));
+    assert_eq!(
+        answer("/root/gpuq-test-exists"),
+        answer("/root/gpuq-test-missing")
+    );
 
     // A directory closed after the submit: the attempt fails without entering it.
     let open = private.path().join("open");
     std::fs::create_dir(&open).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
     d.ok(&["drain"]);
-    let out = as_user(&d, MATE, &["submit", "--cwd", open.to_str().unwrap(), "--", "pwd"]);
+    let out = as_user(
+        &d,
+        MATE,
+        &["submit", "--cwd", open.to_str().unwrap(), "--", "pwd"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let id: u64 = stdout(&out).trim().parse().unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -345,7 +408,10 @@ fn a_working_directory_is_entered_only_with_the_jobs_rights() {
     let job = d.wait(id);
     assert_eq!(job["state"], "failed", "{job}");
     let shown = d.ok(&["show", &id.to_string()]);
-    assert!(shown.contains("cannot enter the working directory"), "{shown}");
+    assert!(
+        shown.contains("cannot enter the working directory"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -379,7 +445,11 @@ fn checkpoints_and_outputs_are_private_unless_a_project_group_shares_them() {
         .output()
         .unwrap();
     assert!(!peek.status.success(), "another user read the weights");
-    assert!(stderr(&peek).contains("Permission denied"), "{}", stderr(&peek));
+    assert!(
+        stderr(&peek).contains("Permission denied"),
+        "{}",
+        stderr(&peek)
+    );
 
     let shared = job(Some("vision"));
     let meta = std::fs::metadata(d.job_dir(shared).join("checkpoints")).unwrap();

@@ -174,8 +174,13 @@ pub fn group_id(name: &str) -> Option<u32> {
     unsafe {
         let mut gr: libc::group = std::mem::zeroed();
         let mut out: *mut libc::group = std::ptr::null_mut();
-        if libc::getgrnam_r(cname.as_ptr(), &mut gr, buf.as_mut_ptr().cast(), buf.len(), &mut out)
-            != 0
+        if libc::getgrnam_r(
+            cname.as_ptr(),
+            &mut gr,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut out,
+        ) != 0
             || out.is_null()
         {
             return None;

@@ -97,7 +97,10 @@ pub fn run(mut opts: ServerOptions) -> Result<()> {
         // Root writes records, reads exit codes and hands out the socket here: no
         // other account may be able to swap a file or directory under it.
         gpuq_exec::safe_fs::check_trusted(&opts.home, 0).map_err(|e| {
-            anyhow::anyhow!("GPUQ_HOME {} is not safe for a daemon run as root: {e}", opts.home.display())
+            anyhow::anyhow!(
+                "GPUQ_HOME {} is not safe for a daemon run as root: {e}",
+                opts.home.display()
+            )
         })?;
     }
     let _lock = lock_home(&opts.home)?;

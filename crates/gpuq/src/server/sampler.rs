@@ -85,7 +85,9 @@ fn read_sim_load(job_dir: &std::path::Path) -> Option<String> {
     use gpuq_exec::safe_fs::Dir;
     let outputs = Dir::open(job_dir).ok()?.dir("outputs").ok()?;
     let owner = outputs.owner().ok()?;
-    let bytes = outputs.read_regular(SIM_LOAD_FILE, 4096, Some(owner)).ok()?;
+    let bytes = outputs
+        .read_regular(SIM_LOAD_FILE, 4096, Some(owner))
+        .ok()?;
     String::from_utf8(bytes).ok()
 }
 

@@ -408,4 +408,3 @@ pub fn as_user(d: &Daemon, user: &str, args: &[&str]) -> Output {
         .output()
         .unwrap()
 }
-

@@ -182,7 +182,11 @@ impl Service {
     /// A schedule's spec file, read with its user's rights: the file usually lives
     /// in that user's directory, and root must not read for them what they could
     /// not (a link to a root-only file, a FIFO).
-    fn read_spec_as(&self, path: &std::path::Path, user: &str) -> Result<gpuq_core::JobSpec, String> {
+    fn read_spec_as(
+        &self,
+        path: &std::path::Path,
+        user: &str,
+    ) -> Result<gpuq_core::JobSpec, String> {
         const MAX_SPEC: u64 = 4 << 20;
         let text = match self.identity.job_account(user)? {
             Some(account) => {
@@ -202,7 +206,8 @@ impl Service {
                 bytes
             }
         };
-        let text = String::from_utf8(text).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
+        let text =
+            String::from_utf8(text).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
         crate::spec_file::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 

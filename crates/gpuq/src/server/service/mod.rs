@@ -610,7 +610,9 @@ impl Service {
                 );
             }
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                tracing::error!("no runtime to retry the end of job {id}; the restart recovery finishes it");
+                tracing::error!(
+                    "no runtime to retry the end of job {id}; the restart recovery finishes it"
+                );
                 return;
             };
             let this = Arc::clone(self);

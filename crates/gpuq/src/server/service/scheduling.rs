@@ -215,9 +215,13 @@ impl Service {
         }) else {
             return Ok(None);
         };
-        super::super::identity::group_id(group).map(Some).ok_or_else(|| {
-            format!("projects.{project}.group in gpuq.toml: no group named {group} on this node")
-        })
+        super::super::identity::group_id(group)
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "projects.{project}.group in gpuq.toml: no group named {group} on this node"
+                )
+            })
     }
 
     fn launch(
