@@ -85,7 +85,7 @@ fn start_daemon(home: &std::path::Path) -> Result<(), CliError> {
     let child = cmd
         .spawn()
         .map_err(|e| CliError::failure(format!("cannot start the gpuq daemon: {e}")))?;
-    eprintln!(
+    errln!(
         "gpuq: started a daemon for {} (pid {}, log {})",
         home.display(),
         child.id(),

@@ -49,8 +49,8 @@ pub async fn run(client: &Client, args: CostArgs) -> CmdResult {
         print_json(&r);
         return Ok(0);
     }
-    println!("{}", r.window);
-    println!("price: {}", r.pricing);
+    outln!("{}", r.window);
+    outln!("price: {}", r.pricing);
     let mut rows: Vec<Vec<String>> = r
         .rows
         .iter()
@@ -82,7 +82,7 @@ pub async fn run(client: &Client, args: CostArgs) -> CmdResult {
         &rows,
     );
     if r.rows.iter().any(|row| row.unpriced_hours > 0.0) {
-        println!("note: some time ran without a price and is not counted in COST (not $0)");
+        outln!("note: some time ran without a price and is not counted in COST (not $0)");
     }
     budgets(&r.budgets);
     Ok(0)
@@ -96,7 +96,7 @@ fn budgets(list: &[BudgetStatus]) {
     if list.is_empty() {
         return;
     }
-    println!();
+    outln!();
     let rows: Vec<Vec<String>> = list
         .iter()
         .map(|b| {
@@ -132,7 +132,7 @@ async fn report(client: &Client, args: &CostArgs) -> CmdResult {
         "csv" => csv(&[&users, &projects]),
         other => return Err(CliError::usage(format!("--format {other}: use md or csv"))),
     };
-    print!("{text}");
+    out!("{text}");
     Ok(0)
 }
 

@@ -44,7 +44,7 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
         return Ok(0);
     }
     if jobs.is_empty() {
-        println!("no jobs");
+        outln!("no jobs");
         return Ok(0);
     }
     let now = now_ms();

@@ -1,6 +1,10 @@
 //! The command line. One file per command; each turns flags into API calls
 //! and prints the answer (human tables, or `--json`).
 
+// First: its printing macros serve every command below.
+#[macro_use]
+mod output;
+
 mod advise;
 mod alerts;
 mod autostop;
@@ -15,7 +19,6 @@ mod gpus;
 mod hold;
 mod logs;
 mod ls;
-mod output;
 mod prices;
 mod requeue;
 mod run;
@@ -186,7 +189,7 @@ pub fn main(cli: Cli) -> i32 {
 }
 
 fn report(e: CliError) -> i32 {
-    eprintln!("gpuq: {}", e.message);
+    errln!("gpuq: {}", e.message);
     e.code
 }
 

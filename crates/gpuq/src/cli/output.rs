@@ -1,7 +1,71 @@
-//! Human output: aligned tables, state colours on a terminal, relative times.
+//! Human output: aligned tables, state colours on a terminal, relative times;
+//! and the writers every command prints through.
 
 use gpuq_core::{JobState, Millis};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+
+/// `println!` for a command's output: a closed pipe (`gpuq ls | head -1`) ends
+/// the process quietly, as it ends coreutils, instead of panicking.
+macro_rules! outln {
+    () => {
+        $crate::cli::output::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` with the same care as [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that never panics: a failed write to stderr has nowhere to be reported.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+pub fn write_stdout(text: std::fmt::Arguments) {
+    let result = std::io::stdout().lock().write_fmt(text);
+    if let Err(e) = result {
+        output_failed(e);
+    }
+}
+
+/// Raw bytes (a log), flushed so a pipe sees them at once.
+pub fn write_stdout_bytes(data: &[u8]) {
+    let result = {
+        let mut out = std::io::stdout().lock();
+        out.write_all(data).and_then(|_| out.flush())
+    };
+    if let Err(e) = result {
+        output_failed(e);
+    }
+}
+
+pub fn write_stderr(text: std::fmt::Arguments) {
+    let _ = std::io::stderr().lock().write_fmt(text);
+}
+
+/// Stdout is gone. A closed pipe ends the process by SIGPIPE, exactly as it ends
+/// `yes | head -1` (the shell sees 141 and says nothing); any other failure
+/// (a full disk) is an error.
+fn output_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        // SAFETY: plain syscalls; the default action of SIGPIPE terminates the process.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::raise(libc::SIGPIPE);
+        }
+        std::process::exit(141);
+    }
+    write_stderr(format_args!("gpuq: cannot write the output: {e}\n"));
+    std::process::exit(1);
+}
 
 pub fn colour_enabled() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
@@ -53,7 +117,7 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
                 out.push_str(&" ".repeat(widths[i] - visible_width(cell) + 2));
             }
         }
-        println!("{}", out.trim_end());
+        outln!("{}", out.trim_end());
     };
     line(header.iter().map(|h| h.to_string()).collect());
     for row in rows {
@@ -86,7 +150,7 @@ pub fn gpu_list(gpus: &[u32]) -> String {
 }
 
 pub fn print_json<T: serde::Serialize>(value: &T) {
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(value).expect("API types serialize")
     );
@@ -94,14 +158,9 @@ pub fn print_json<T: serde::Serialize>(value: &T) {
 
 /// One compact JSON object per line (streams), flushed so pipes see it at once.
 pub fn print_json_line<T: serde::Serialize>(value: &T) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "{}",
-        serde_json::to_string(value).expect("API types serialize")
-    );
-    let _ = out.flush();
+    let mut line = serde_json::to_string(value).expect("API types serialize");
+    line.push('\n');
+    write_stdout_bytes(line.as_bytes());
 }
 
 /// Cuts text to `max` characters with an ellipsis.

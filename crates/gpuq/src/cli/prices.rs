@@ -50,7 +50,7 @@ pub async fn run(client: &Client, args: PricesArgs) -> CmdResult {
         header.push("SOURCE (AS OF)");
     }
     print_table(&header, &table);
-    println!(
+    outln!(
         "prices move: check the provider before relying on one; override rows with cost.catalog"
     );
     Ok(0)

@@ -178,7 +178,7 @@ pub async fn run(client: &Client, args: SubmitArgs) -> CmdResult {
     if args.json {
         super::output::print_json(&job);
     } else {
-        println!("{}", job.id);
+        outln!("{}", job.id);
     }
     Ok(0)
 }

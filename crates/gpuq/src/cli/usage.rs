@@ -35,7 +35,7 @@ pub async fn run(client: &Client, args: UsageArgs) -> CmdResult {
             ]
         })
         .collect();
-    println!(
+    outln!(
         "users (fair share: usage halves every {}; #1 goes first within a priority class)",
         usage.half_life
     );
@@ -53,7 +53,7 @@ pub async fn run(client: &Client, args: UsageArgs) -> CmdResult {
         &rows,
     );
     if !usage.projects.is_empty() {
-        println!();
+        outln!();
         let rows: Vec<Vec<String>> = usage
             .projects
             .iter()
