@@ -15,9 +15,7 @@ pub async fn run(client: &Client, drained: bool, args: DrainArgs) -> CmdResult {
     if args.json {
         super::output::print_json(&status);
     } else if status.drained {
-        outln!(
-            "queue drained: no new job starts; running jobs continue (gpuq undrain to resume)"
-        );
+        outln!("queue drained: no new job starts; running jobs continue (gpuq undrain to resume)");
     } else {
         outln!("queue open: jobs start again");
     }

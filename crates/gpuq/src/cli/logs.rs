@@ -30,7 +30,10 @@ pub async fn run(client: &Client, args: LogsArgs) -> CmdResult {
     if job.attempt == 0 {
         if job.state.is_terminal() {
             let reason = job.reason.map(|r| format!(": {r}")).unwrap_or_default();
-            errln!("gpuq: job {id} never started, so it has no log ({}{reason})", job.state);
+            errln!(
+                "gpuq: job {id} never started, so it has no log ({}{reason})",
+                job.state
+            );
             return Ok(0);
         }
         let why = format!(
