@@ -100,15 +100,35 @@ fn visible_width(s: &str) -> usize {
     width
 }
 
-/// Prints rows under a header, columns padded to the widest cell; the last column is not padded.
-pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
-    let cols = header.len();
+/// Each column's width: its widest cell (or header).
+pub fn column_widths(header: &[&str], rows: &[Vec<String>]) -> Vec<usize> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
-        for (i, cell) in row.iter().enumerate().take(cols) {
+        for (i, cell) in row.iter().enumerate().take(header.len()) {
             widths[i] = widths[i].max(visible_width(cell));
         }
     }
+    widths
+}
+
+/// The terminal's width in columns, when stdout is a terminal.
+pub fn terminal_width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    // SAFETY: TIOCGWINSZ fills the struct we own.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    Some(if ok && size.ws_col > 0 {
+        size.ws_col as usize
+    } else {
+        80
+    })
+}
+
+/// Prints rows under a header, columns padded to the widest cell; the last column is not padded.
+pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let widths = column_widths(header, rows);
     let line = |cells: Vec<String>| {
         let mut out = String::new();
         for (i, cell) in cells.iter().enumerate() {
@@ -163,6 +183,57 @@ pub fn print_json_line<T: serde::Serialize>(value: &T) {
     write_stdout_bytes(line.as_bytes());
 }
 
+/// Fits a sentence into `max` characters, dropping the least telling words
+/// first: parenthesised details, then whole clauses from the end (marked
+/// " …"); a first clause still too long is cut.
+pub fn fit(text: &str, max: usize) -> String {
+    let count = |s: &str| s.chars().count();
+    if count(text) <= max {
+        return text.to_string();
+    }
+    let plain = without_parentheses(text);
+    if count(&plain) <= max {
+        return plain;
+    }
+    let mut kept = String::new();
+    for clause in plain.split("; ") {
+        let longer = if kept.is_empty() {
+            clause.to_string()
+        } else {
+            format!("{kept}; {clause}")
+        };
+        if count(&longer) + 2 > max {
+            break;
+        }
+        kept = longer;
+    }
+    if kept.is_empty() {
+        shorten(&plain, max)
+    } else {
+        kept + " …"
+    }
+}
+
+/// "jobs 12 (alice, no time limit) and 13" → "jobs 12 and 13".
+fn without_parentheses(text: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                if out.ends_with(' ') {
+                    out.pop();
+                }
+            }
+            ')' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Cuts text to `max` characters with an ellipsis.
 pub fn shorten(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
@@ -184,6 +255,22 @@ mod tests {
         assert_eq!(span(184_000), "3m04s");
         assert_eq!(span(7_500_000), "2h05m");
         assert_eq!(span(4 * 86_400_000 + 3 * 3_600_000), "4d03h");
+    }
+
+    #[test]
+    fn a_long_reason_keeps_its_telling_words() {
+        let why = "waits for 2 GPUs: all 4 are in use by jobs 12 (alice, ends by 14:05:00 at its time limit) \
+                   and 13 (bob, no time limit); it is next, as soon as GPUs free up";
+        assert_eq!(fit(why, 200), why);
+        assert_eq!(
+            fit(why, 90),
+            "waits for 2 GPUs: all 4 are in use by jobs 12 and 13; it is next, as soon as GPUs free up"
+        );
+        assert_eq!(
+            fit(why, 60),
+            "waits for 2 GPUs: all 4 are in use by jobs 12 and 13 …"
+        );
+        assert_eq!(fit(why, 20).chars().count(), 20);
     }
 
     #[test]
