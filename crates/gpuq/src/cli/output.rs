@@ -183,6 +183,37 @@ pub fn print_json_line<T: serde::Serialize>(value: &T) {
     write_stdout_bytes(line.as_bytes());
 }
 
+/// A figure with `places` decimals, never "-0.00": a rounding error below zero is zero.
+pub fn fixed(x: f64, places: usize) -> String {
+    let text = format!("{x:.places$}");
+    match text.strip_prefix('-') {
+        Some(digits) if digits.chars().all(|c| c == '0' || c == '.') => digits.to_string(),
+        _ => text,
+    }
+}
+
+/// A duration in words: "7 days", "1 day 12 hours", "30 minutes".
+pub fn long_duration(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (86_400_000, "day"),
+        (3_600_000, "hour"),
+        (60_000, "minute"),
+        (1000, "second"),
+    ];
+    let mut left = ms;
+    let mut parts = Vec::new();
+    for (size, unit) in UNITS {
+        if left >= size {
+            parts.push(gpuq_core::plural(left / size, unit));
+            left %= size;
+        }
+    }
+    if parts.is_empty() {
+        return format!("{ms} ms");
+    }
+    parts.join(" ")
+}
+
 /// Fits a sentence into `max` characters, dropping the least telling words
 /// first: parenthesised details, then whole clauses from the end (marked
 /// " …"); a first clause still too long is cut.
@@ -271,6 +302,18 @@ mod tests {
             "waits for 2 GPUs: all 4 are in use by jobs 12 and 13 …"
         );
         assert_eq!(fit(why, 20).chars().count(), 20);
+    }
+
+    #[test]
+    fn figures_read_naturally() {
+        assert_eq!(fixed(-0.001, 2), "0.00");
+        assert_eq!(fixed(-0.0, 2), "0.00");
+        assert_eq!(fixed(-1.5, 2), "-1.50");
+        assert_eq!(fixed(2.345, 1), "2.3");
+        assert_eq!(long_duration(7 * 86_400_000), "7 days");
+        assert_eq!(long_duration(86_400_000 + 12 * 3_600_000), "1 day 12 hours");
+        assert_eq!(long_duration(60_000), "1 minute");
+        assert_eq!(long_duration(500), "500 ms");
     }
 
     #[test]
