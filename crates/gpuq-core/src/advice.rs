@@ -53,7 +53,10 @@ pub struct AdviceInput<'a> {
 
 pub fn advise(i: &AdviceInput) -> Advice {
     let gpus = i.gpus.max(1) as f64;
-    let sampled = i.usage.filter(|u| u.sampled_gpu_seconds > 0.0);
+    // Memory alone (a job sampled once) is enough for the cards that fit it.
+    let sampled = i
+        .usage
+        .filter(|u| u.sampled_gpu_seconds > 0.0 || u.memory_peak_mib.is_some());
     let Some(u) = sampled else {
         return Advice {
             job: i.job,
@@ -63,27 +66,33 @@ pub fn advise(i: &AdviceInput) -> Advice {
             hints: vec![],
         };
     };
-    let util = u.util_avg_percent.unwrap_or(0.0);
-    let peak_util = u.util_peak_percent.unwrap_or(0.0);
+    let utilisation = u.util_avg_percent.zip(u.util_peak_percent);
+    let busy_share = utilisation.map_or(1.0, |(avg, _)| (avg / 100.0).clamp(0.0, 1.0));
     let peak_gib_per_gpu = u.memory_peak_mib.map(|m| m as f64 / 1024.0 / gpus);
     let card_gib = i.card_memory_mib as f64 / 1024.0;
     let hours = i.runtime_ms.max(0) as f64 / 3_600_000.0;
     let basis = format!(
-        "{} GPU(s){} for {:.2} h: utilisation {util:.0}% average, {peak_util:.0}% peak; peak memory {} per GPU{}",
-        i.gpus,
-        i.model.map(|m| format!(" ({})", m.model)).unwrap_or_default(),
+        "{}{} for {:.2} h: {}; peak memory {} per GPU{}",
+        crate::plural(i.gpus.into(), "GPU"),
+        i.model
+            .map(|m| format!(" ({})", m.model))
+            .unwrap_or_default(),
         hours,
+        utilisation.map_or("utilisation not sampled".into(), |(avg, peak)| format!(
+            "utilisation {avg:.0}% average, {peak:.0}% peak"
+        )),
         peak_gib_per_gpu.map_or("unknown".into(), |g| format!("{g:.1} GiB")),
         i.cost.map(|c| format!("; cost {c}")).unwrap_or_default()
     );
     let mut hints = Vec::new();
-    if peak_util < 1.0 {
+    let idle = utilisation.is_some_and(|(_, peak)| peak < 1.0);
+    if let Some((_, peak_util)) = utilisation.filter(|_| idle) {
         hints.push(format!(
             "the job never used its GPU (peak utilisation {peak_util:.0}%): is it running on the CPU? Check \
              torch.cuda.is_available() and that the model and batches are moved .to(\"cuda\"); submit without \
              --gpus if it needs none"
         ));
-    } else if util < 70.0 {
+    } else if let Some((util, peak_util)) = utilisation.filter(|(avg, _)| *avg < 70.0) {
         hints.push(format!(
             "utilisation averaged {util:.0}% (peak {peak_util:.0}%): likely input-bound: raise DataLoader \
              num_workers, set pin_memory=True and persistent_workers=True, prefetch, or move preprocessing to the GPU"
@@ -96,7 +105,7 @@ pub fn advise(i: &AdviceInput) -> Advice {
                 "peak memory {peak:.1} of {card_gib:.0} GiB ({share:.0}%): close to out-of-memory: use AMP (bf16), \
                  gradient checkpointing, or a smaller batch with gradient accumulation"
             ));
-        } else if share < 30.0 && peak_util >= 1.0 {
+        } else if share < 30.0 && !idle {
             hints.push(format!(
                 "peak memory {peak:.1} of {card_gib:.0} GiB ({share:.0}%): a smaller, cheaper card fits (see the options)"
             ));
@@ -114,9 +123,10 @@ pub fn advise(i: &AdviceInput) -> Advice {
             let Some((price, offer)) = i.catalog.cheapest(&m.model) else {
                 continue;
             };
-            // The compute-bound share of the run (its utilisation) scales with speed;
-            // the rest (input, host work) does not. Unknown current card: same speed.
-            let share = (util / 100.0).clamp(0.0, 1.0);
+            // The compute-bound share of the run (its utilisation; all of it when
+            // not sampled) scales with speed; the rest (input, host work) does not.
+            // Unknown current card: same speed.
+            let share = busy_share;
             let speedup = i.model.map_or(1.0, |cur| cur.tflops / m.tflops);
             let time_factor = (1.0 - share) + share * speedup;
             let estimated_ms = (i.runtime_ms.max(0) as f64 * time_factor) as i64;
@@ -223,6 +233,24 @@ mod tests {
             full.hints
         );
         assert!(full.options.iter().all(|o| o.memory_gib >= 80));
+    }
+
+    #[test]
+    fn memory_alone_is_enough_for_the_cards_that_fit() {
+        let once = JobGpuUsage {
+            gpu_seconds: 4.0,
+            memory_peak_mib: Some(9 * 1024),
+            ..Default::default()
+        };
+        let a = advise_on("A100-80GB", &once);
+        assert!(a.basis.contains("utilisation not sampled"), "{}", a.basis);
+        assert!(a.basis.starts_with("1 GPU (A100"), "{}", a.basis);
+        assert!(!a.options.is_empty());
+        assert!(
+            a.hints.iter().all(|h| !h.contains("utilisation")),
+            "{:?}",
+            a.hints
+        );
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct Job {
     pub reason: Option<String>,
     /// Epoch milliseconds.
     pub submitted_at: Millis,
+    /// Start of the current (or last) attempt; none while queued (earlier
+    /// attempts keep theirs in `attempts`).
     pub started_at: Option<Millis>,
     pub ended_at: Option<Millis>,
     /// The spec as submitted (flags or YAML).

@@ -37,3 +37,12 @@ pub type JobId = u64;
 
 /// A point in time: milliseconds since the Unix epoch.
 pub type Millis = i64;
+
+/// A count and its noun, in the singular for one: "1 GPU", "2 GPUs", "0 GPUs".
+pub fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}

@@ -373,8 +373,8 @@ fn pass<'p>(
             decisions.push(Decision::Fail {
                 job: job.id,
                 reason: format!(
-                    "job asks for {} GPUs; the largest node has {largest_node}",
-                    job.gpus
+                    "job asks for {}; the largest node has {largest_node}",
+                    crate::plural(job.gpus.into(), "GPU")
                 ),
             });
             continue;

@@ -103,14 +103,14 @@ pub fn discover(source: &GpuSource) -> Discovery {
             // Simulated topology: islands of four linked GPUs, nothing between islands.
             let links = (0..gpus.len()).map(|a| (0..gpus.len()).map(|b| if a / 4 == b / 4 { 3 } else { 0 }).collect()).collect();
             let summary = format!(
-                "{} simulated GPUs; jobs run for real, the devices are pretend (topology: islands of 4)",
-                gpus.len()
+                "{}; jobs run for real, the devices are pretend (topology: islands of 4)",
+                gpuq_core::plural(gpus.len() as u64, "simulated GPU")
             );
             Discovery { gpus, links, summary }
         }
         GpuSource::Auto => match nvml::discover() {
             Ok((gpus, links)) => {
-                let summary = format!("NVML: {} GPU(s) found", gpus.len());
+                let summary = format!("NVML: {} found", gpuq_core::plural(gpus.len() as u64, "GPU"));
                 Discovery { gpus, links, summary }
             }
             Err(why) => Discovery {

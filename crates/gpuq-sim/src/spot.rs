@@ -28,7 +28,7 @@ pub const PUBLISHED_FILE: &str = "skynomad_v100_sim_results.csv";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpotError {
-    #[error("{path}: {source}")]
+    #[error("cannot read {}: {}", .path.display(), crate::trace::io_reason(.source))]
     Io {
         path: PathBuf,
         #[source]

@@ -27,22 +27,42 @@ pub struct TraceJob {
     pub preemptible: bool,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{file} line {line}: {why}")]
+/// What is wrong with a trace, and where: `line` 0 is the file as a whole.
+#[derive(Debug)]
 pub struct TraceError {
     pub file: String,
     pub line: usize,
     pub why: String,
 }
 
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            0 => write!(f, "cannot read {}: {}", self.file, self.why),
+            n => write!(f, "{} line {n}: {}", self.file, self.why),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
 /// Reads a trace file, recognising Philly's header or gpuq's formats.
 pub fn read(path: &std::path::Path) -> Result<Vec<TraceJob>, TraceError> {
     let text = std::fs::read_to_string(path).map_err(|e| TraceError {
         file: path.display().to_string(),
         line: 0,
-        why: e.to_string(),
+        why: io_reason(&e),
     })?;
     parse(&text, &path.display().to_string())
+}
+
+/// "No such file or directory", without the " (os error 2)" a user has no use for.
+pub fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
 }
 
 pub fn parse(text: &str, file: &str) -> Result<Vec<TraceJob>, TraceError> {

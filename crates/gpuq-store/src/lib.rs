@@ -356,6 +356,9 @@ impl Store {
                     end.eligible_at
                 ],
             )?;
+            if !end.next_state.is_terminal() {
+                back_in_queue(tx, end.job)?;
+            }
             insert_event(tx, now, end.job, &end.event, &format!("attempt {}: {}", end.attempt, end.reason))
         })
     }
@@ -493,6 +496,7 @@ impl Store {
                  reason = ?2 WHERE id = ?1",
                 params![job, format!("requeued by {by}")],
             )?;
+            back_in_queue(tx, job)?;
             insert_event(tx, now, job, "requeued", &format!("by {by}"))
         })
     }
@@ -690,6 +694,17 @@ fn start_in(
         attempts.push(attempt);
     }
     Ok(attempts)
+}
+
+/// A job back in the queue holds no GPUs and has no running attempt: its last
+/// attempt's GPUs and start stay in its attempts, and a later end while queued
+/// (cancelled in its back-off) is not mistaken for a run that long.
+fn back_in_queue(tx: &Transaction<'_>, job: JobId) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE jobs SET gpus = '[]', started_at = NULL WHERE id = ?1",
+        [job],
+    )?;
+    Ok(())
 }
 
 fn end_queued_in(

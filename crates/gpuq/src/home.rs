@@ -44,6 +44,22 @@ pub fn daemon_log(home: &Path) -> PathBuf {
     home.join("daemon.log")
 }
 
+/// Held (flock, exclusive) by the home's daemon for its whole life.
+pub fn daemon_lock(home: &Path) -> PathBuf {
+    home.join("daemon.lock")
+}
+
+/// True while a daemon holds the home's lock (it may still be starting, or stopping).
+pub fn daemon_running(home: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = std::fs::File::open(daemon_lock(home)) else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor we own; a shared lock taken here is dropped with the file.
+    let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
+    !free
+}
+
 /// Written by the daemon once it listens; read by clients to find it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DaemonFile {

@@ -5,6 +5,12 @@ use std::path::Path;
 
 /// Reads and checks a spec file; the error names the file, the field and the line.
 pub fn load(path: &Path) -> Result<JobSpec, String> {
+    if !path.exists() {
+        return Err(format!(
+            "{}: no such spec file (a lone argument ending in .yaml, .yml or .json is read as a job spec)",
+            path.display()
+        ));
+    }
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     parse(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -23,11 +29,11 @@ pub fn parse(text: &str) -> Result<JobSpec, String> {
     Ok(spec)
 }
 
-/// True when a lone positional argument names a spec file rather than a command.
+/// True when a lone positional argument names a spec file rather than a command
+/// (whether or not the file exists: a misspelt name is an error, not a command).
 pub fn looks_like_spec(arg: &str) -> bool {
     let lower = arg.to_ascii_lowercase();
-    (lower.ends_with(".yaml") || lower.ends_with(".yml") || lower.ends_with(".json"))
-        && Path::new(arg).is_file()
+    lower.ends_with(".yaml") || lower.ends_with(".yml") || lower.ends_with(".json")
 }
 
 #[cfg(test)]

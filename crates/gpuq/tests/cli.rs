@@ -75,8 +75,59 @@ fn unreachable_daemon_with_autostart_off_says_how_to_start_one() {
         .env("GPUQ_NO_AUTOSTART", "1")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "gpuq's own failure, not bad input"
+    );
     assert!(stderr(&out).contains("gpuq server"), "{}", stderr(&out));
+}
+
+#[test]
+fn exit_statuses_follow_the_readme_table() {
+    let d = Daemon::start("sim:1");
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("job.yaml");
+    std::fs::write(&spec, "command: [true]\ngpu: 1\n").unwrap();
+    let spec = spec.to_str().unwrap();
+    let nowhere = |args: &[&str]| {
+        Command::new(GPUQ)
+            .args(args)
+            .env("GPUQ_HOME", dir.path())
+            .env("GPUQ_URL", "http://127.0.0.1:9")
+            .env("GPUQ_NO_AUTOSTART", "1")
+            .output()
+            .unwrap()
+    };
+    let cases: Vec<(&str, std::process::Output, i32)> = vec![
+        ("success", d.gpuq(&["ls"]), 0),
+        ("a bad flag", d.gpuq(&["ls", "--bogus"]), 2),
+        (
+            "a bad value",
+            d.gpuq(&["submit", "--gpus", "two", "--", "true"]),
+            2,
+        ),
+        ("a bad spec", d.gpuq(&["submit", spec]), 2),
+        ("a missing spec file", d.gpuq(&["submit", "nope.yaml"]), 2),
+        ("an unknown job", d.gpuq(&["show", "4242"]), 2),
+        ("an unreachable daemon", nowhere(&["ls"]), 1),
+        ("no daemon to stop", nowhere(&["server", "stop"]), 1),
+    ];
+    for (what, out, want) in cases {
+        assert_eq!(out.status.code(), Some(want), "{what}: {}", stderr(&out));
+    }
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let table = &readme[readme
+        .find("## Exit status")
+        .expect("an exit status section")..];
+    for row in [
+        "| 0 |",
+        "| 1 | gpuq could not do it",
+        "| 2 | bad input",
+        "| 141 |",
+    ] {
+        assert!(table.contains(row), "README's table lacks {row:?}");
+    }
 }
 
 #[test]
@@ -157,7 +208,13 @@ fn a_fresh_home_gets_a_daemon_started_in_the_background() {
     };
     let out = run(&["run", "--", "echo", "hi"]);
     assert_eq!(stdout(&out), "hi\n", "{}", stderr(&out));
-    assert!(stderr(&out).contains("started a daemon"));
+    let said = stderr(&out);
+    assert!(said.contains("started a daemon"), "{said}");
+    // It says what it found; with nothing, how to try gpuq anyway.
+    assert!(said.contains(" with ") && said.contains(" GPU"), "{said}");
+    if said.contains("with 0 GPUs") {
+        assert!(said.contains("`gpuq server --gpus sim:4 &`"), "{said}");
+    }
     let again = run(&["ls", "--json"]);
     assert!(
         !stderr(&again).contains("started a daemon"),
@@ -167,8 +224,21 @@ fn a_fresh_home_gets_a_daemon_started_in_the_background() {
         serde_json::from_str(&std::fs::read_to_string(home.path().join("daemon.json")).unwrap())
             .unwrap();
     let pid = daemon["pid"].as_i64().unwrap() as i32;
-    // SAFETY: terminating the daemon this test started.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let stopped = run(&["server", "stop"]);
+    assert_eq!(stopped.status.code(), Some(0), "{}", stderr(&stopped));
+    assert!(
+        stdout(&stopped).contains(&format!("(pid {pid})")),
+        "{}",
+        stdout(&stopped)
+    );
+    // Gone, or a zombie its new parent has not reaped yet.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(") ").next().unwrap_or("").chars().next();
+    assert!(
+        matches!(state, None | Some('Z') | Some('X')),
+        "the daemon has exited: {stat}"
+    );
+    assert!(!home.path().join("daemon.json").exists());
 }
 
 #[test]

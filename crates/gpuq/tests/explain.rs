@@ -45,8 +45,8 @@ fn every_waiting_job_has_an_honest_explanation() {
         explain(&d, dep),
         format!("waits for job {big} to succeed (it is queued)")
     );
-    assert!(explain(&d, held).starts_with(&format!("held by {user}")));
-    assert!(explain(&d, a).starts_with("running on GPUs"));
+    assert!(explain(&d, held).starts_with(&format!("is held by {user}")));
+    assert!(explain(&d, a).starts_with("is running on GPUs"));
 
     let table = d.ok(&["ls"]);
     let row = table
@@ -57,7 +57,7 @@ fn every_waiting_job_has_an_honest_explanation() {
 
     d.ok(&["drain"]);
     d.ok(&["release", &held.to_string()]);
-    assert!(explain(&d, held).starts_with("queue drained for maintenance"));
+    assert!(explain(&d, held).starts_with("waits: the queue is drained for maintenance"));
     let json: serde_json::Value =
         serde_json::from_str(&d.ok(&["explain", "--json", &dep.to_string()])).unwrap();
     assert_eq!(json["id"], dep);

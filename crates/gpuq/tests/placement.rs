@@ -34,7 +34,7 @@ fn gpu_type_and_memory_choose_the_right_cards() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(
         stderr(&refused)
-            .contains("gpu_type: no node has 1 such GPU(s); the GPUs here are: Simulated A100"),
+            .contains("gpu_type: no node has 1 such GPU; the GPUs here are: Simulated A100"),
         "{}",
         stderr(&refused)
     );

@@ -18,12 +18,12 @@ pub async fn run(client: &Client, args: AdviseArgs) -> CmdResult {
         print_json(&a);
         return Ok(0);
     }
-    println!("job {}: {}", a.job, a.basis);
+    outln!("job {}: {}", a.job, a.basis);
     for h in &a.hints {
-        println!("- {h}");
+        outln!("- {h}");
     }
     if !a.options.is_empty() {
-        println!("\ncards that fit its memory (with a 20% margin), cheapest run first:");
+        outln!("\ncards that fit its memory (with a 20% margin), cheapest run first:");
         let rows: Vec<Vec<String>> = a
             .options
             .iter()
@@ -51,9 +51,9 @@ pub async fn run(client: &Client, args: AdviseArgs) -> CmdResult {
             ],
             &rows,
         );
-        println!("time scales with the card's speed for the share of the run the GPU was busy; catalog prices: gpuq's built-in list (see docs/cost.md)");
+        outln!("time scales with the card's speed for the share of the run the GPU was busy; catalog prices: gpuq's built-in list (see docs/cost.md)");
     } else if a.hints.is_empty() {
-        println!("nothing to suggest");
+        outln!("nothing to suggest");
     }
     Ok(0)
 }

@@ -21,7 +21,7 @@ pub async fn run(client: &Client, args: AlertsArgs) -> CmdResult {
         return Ok(0);
     }
     if alerts.is_empty() {
-        println!("no alerts");
+        outln!("no alerts");
         return Ok(0);
     }
     let now = now_ms();

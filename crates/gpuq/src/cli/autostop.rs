@@ -35,7 +35,7 @@ pub async fn run(client: &Client, args: AutostopArgs) -> CmdResult {
     if args.json {
         print_json(&status);
     } else {
-        println!("{}", describe(&status));
+        outln!("{}", describe(&status));
     }
     Ok(0)
 }

@@ -42,10 +42,10 @@ pub async fn for_each(
     for id in ids {
         match client.job_action(id, action).await {
             Ok(job) if json => done.push(job),
-            Ok(job) => println!("job {id}: {}", describe(&job)),
+            Ok(job) => outln!("job {id}: {}", describe(&job)),
             Err(e) => {
                 let e = CliError::from(e);
-                eprintln!("gpuq: {}", e.message);
+                errln!("gpuq: {}", e.message);
                 status = status.max(e.code);
             }
         }

@@ -9,11 +9,9 @@ pub struct CompletionsArgs {
 }
 
 pub fn run(args: CompletionsArgs) -> CmdResult {
-    clap_complete::generate(
-        args.shell,
-        &mut Cli::command(),
-        "gpuq",
-        &mut std::io::stdout(),
-    );
+    // Into memory first: the generator panics on a failed write (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "gpuq", &mut script);
+    super::output::write_stdout_bytes(&script);
     Ok(0)
 }

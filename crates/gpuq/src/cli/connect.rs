@@ -18,15 +18,16 @@ pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
         return Ok(client);
     }
     if std::env::var("GPUQ_NO_AUTOSTART").is_ok_and(|v| v == "1") {
-        return Err(CliError::usage(format!(
+        return Err(CliError::failure(format!(
             "no gpuq daemon is running for GPUQ_HOME={}; start one with `gpuq server` (or unset GPUQ_NO_AUTOSTART to let gpuq start it)",
             home.display()
         )));
     }
-    start_daemon(&home)?;
+    let pid = start_daemon(&home)?;
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
         if let Some(client) = running_daemon(&home).await {
+            say_started(&client, &home, pid).await;
             return Ok(client);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -55,7 +56,30 @@ async fn running_daemon(home: &std::path::Path) -> Option<Client> {
     Some(client)
 }
 
-fn start_daemon(home: &std::path::Path) -> Result<(), CliError> {
+/// What was started, and with how many GPUs: a daemon without any refuses every
+/// `--gpus N`, so say at once how to try gpuq with simulated ones.
+async fn say_started(client: &Client, home: &std::path::Path, pid: u32) {
+    let started = format!(
+        "gpuq: started a daemon for {} (pid {pid}, log {})",
+        home.display(),
+        home::daemon_log(home).display()
+    );
+    match client.info().await {
+        Ok(info) if info.gpus == 0 => errln!(
+            "{started} with 0 GPUs: {}; to try gpuq with simulated GPUs: \
+             `gpuq server stop`, then `gpuq server --gpus sim:4 &`",
+            info.gpu_discovery
+        ),
+        Ok(info) => errln!(
+            "{started} with {}: {}",
+            gpuq_core::plural(info.gpus as u64, "GPU"),
+            info.gpu_discovery
+        ),
+        Err(_) => errln!("{started}"),
+    }
+}
+
+fn start_daemon(home: &std::path::Path) -> Result<u32, CliError> {
     std::fs::create_dir_all(home)
         .map_err(|e| CliError::failure(format!("cannot create {}: {e}", home.display())))?;
     let log_path = home::daemon_log(home);
@@ -85,11 +109,5 @@ fn start_daemon(home: &std::path::Path) -> Result<(), CliError> {
     let child = cmd
         .spawn()
         .map_err(|e| CliError::failure(format!("cannot start the gpuq daemon: {e}")))?;
-    eprintln!(
-        "gpuq: started a daemon for {} (pid {}, log {})",
-        home.display(),
-        child.id(),
-        log_path.display()
-    );
-    Ok(())
+    Ok(child.id())
 }

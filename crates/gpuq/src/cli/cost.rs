@@ -1,7 +1,7 @@
 //! `gpuq cost`: what was spent, by user, project, job or day; budgets; and the
 //! monthly report (`--month 2026-11 --format md|csv`) with GPU-hours allocated vs used.
 
-use super::output::{print_json, print_table};
+use super::output::{fixed, print_json, print_table};
 use super::{CliError, CmdResult};
 use gpuq_api::{BudgetStatus, Client, CostReport};
 
@@ -49,8 +49,8 @@ pub async fn run(client: &Client, args: CostArgs) -> CmdResult {
         print_json(&r);
         return Ok(0);
     }
-    println!("{}", r.window);
-    println!("price: {}", r.pricing);
+    outln!("{}", r.window);
+    outln!("price: {}", r.pricing);
     let mut rows: Vec<Vec<String>> = r
         .rows
         .iter()
@@ -58,8 +58,8 @@ pub async fn run(client: &Client, args: CostArgs) -> CmdResult {
             vec![
                 row.key.clone(),
                 money(row.cost),
-                format!("{:.2}", row.gpu_hours),
-                row.used_gpu_hours.map_or("-".into(), |u| format!("{u:.2}")),
+                fixed(row.gpu_hours, 2),
+                row.used_gpu_hours.map_or("-".into(), |u| fixed(u, 2)),
                 row.attempts.to_string(),
             ]
         })
@@ -67,7 +67,7 @@ pub async fn run(client: &Client, args: CostArgs) -> CmdResult {
     rows.push(vec![
         "TOTAL".into(),
         money(r.total),
-        format!("{:.2}", r.gpu_hours),
+        fixed(r.gpu_hours, 2),
         String::new(),
         String::new(),
     ]);
@@ -82,7 +82,7 @@ pub async fn run(client: &Client, args: CostArgs) -> CmdResult {
         &rows,
     );
     if r.rows.iter().any(|row| row.unpriced_hours > 0.0) {
-        println!("note: some time ran without a price and is not counted in COST (not $0)");
+        outln!("note: some time ran without a price and is not counted in COST (not $0)");
     }
     budgets(&r.budgets);
     Ok(0)
@@ -96,7 +96,7 @@ fn budgets(list: &[BudgetStatus]) {
     if list.is_empty() {
         return;
     }
-    println!();
+    outln!();
     let rows: Vec<Vec<String>> = list
         .iter()
         .map(|b| {
@@ -132,7 +132,7 @@ async fn report(client: &Client, args: &CostArgs) -> CmdResult {
         "csv" => csv(&[&users, &projects]),
         other => return Err(CliError::usage(format!("--format {other}: use md or csv"))),
     };
-    print!("{text}");
+    out!("{text}");
     Ok(0)
 }
 
@@ -145,11 +145,11 @@ fn efficiency(alloc: f64, used: Option<f64>) -> String {
 
 fn markdown(users: &CostReport, projects: &CostReport) -> String {
     let mut out = format!(
-        "# GPU cost report: {}\n\nPrice: {}\n\nTotal: {}, {:.2} GPU-hours allocated.\n",
+        "# GPU cost report: {}\n\nPrice: {}\n\nTotal: {}, {} GPU-hours allocated.\n",
         users.window,
         users.pricing,
         money(users.total),
-        users.gpu_hours
+        fixed(users.gpu_hours, 2)
     );
     for (title, r) in [("By user", users), ("By project", projects)] {
         out.push_str(&format!(
@@ -158,11 +158,11 @@ fn markdown(users: &CostReport, projects: &CostReport) -> String {
         ));
         for row in &r.rows {
             out.push_str(&format!(
-                "| {} | {} | {:.2} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} |\n",
                 row.key,
                 money(row.cost),
-                row.gpu_hours,
-                row.used_gpu_hours.map_or("-".into(), |u| format!("{u:.2}")),
+                fixed(row.gpu_hours, 2),
+                row.used_gpu_hours.map_or("-".into(), |u| fixed(u, 2)),
                 efficiency(row.gpu_hours, row.used_gpu_hours),
                 row.attempts
             ));
@@ -193,12 +193,11 @@ fn csv(reports: &[&CostReport]) -> String {
                 row.key.clone()
             };
             out.push_str(&format!(
-                "{},{key},{},{:.4},{},{}\n",
+                "{},{key},{},{},{},{}\n",
                 r.by,
                 row.cost.map_or(String::new(), |c| c.exact()),
-                row.gpu_hours,
-                row.used_gpu_hours
-                    .map_or(String::new(), |u| format!("{u:.4}")),
+                fixed(row.gpu_hours, 4),
+                row.used_gpu_hours.map_or(String::new(), |u| fixed(u, 4)),
                 row.attempts
             ));
         }

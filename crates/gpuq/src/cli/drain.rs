@@ -15,11 +15,9 @@ pub async fn run(client: &Client, drained: bool, args: DrainArgs) -> CmdResult {
     if args.json {
         super::output::print_json(&status);
     } else if status.drained {
-        println!(
-            "queue drained: no new job starts; running jobs continue (gpuq undrain to resume)"
-        );
+        outln!("queue drained: no new job starts; running jobs continue (gpuq undrain to resume)");
     } else {
-        println!("queue open: jobs start again");
+        outln!("queue open: jobs start again");
     }
     Ok(0)
 }

@@ -33,7 +33,7 @@ pub async fn run(client: &Client, args: EventsArgs) -> CmdResult {
                 value["cursor"] = cursor.into();
                 print_json_line(&value);
             } else {
-                println!("{}", describe(&item));
+                outln!("{}", describe(&item));
             }
             seen += 1;
             limit.is_none_or(|n| seen < n)

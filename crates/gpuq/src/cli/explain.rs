@@ -16,7 +16,7 @@ pub async fn run(client: &Client, args: ExplainArgs) -> CmdResult {
     if args.json {
         super::output::print_json(&e);
     } else {
-        println!("job {id} {}", e.explanation);
+        outln!("job {id} {}", e.explanation);
     }
     Ok(0)
 }

@@ -18,7 +18,7 @@ pub async fn run(client: &Client, args: GpusArgs) -> CmdResult {
     }
     if gpus.is_empty() {
         let info = client.info().await?;
-        println!("no GPUs: {}", info.gpu_discovery);
+        outln!("no GPUs: {}", info.gpu_discovery);
         return Ok(0);
     }
     let rows: Vec<Vec<String>> = gpus.iter().map(row).collect();
@@ -31,7 +31,7 @@ pub async fn run(client: &Client, args: GpusArgs) -> CmdResult {
     // Processes outside gpuq hold memory the scheduler does not know about: say so.
     for g in &gpus {
         for p in g.processes.iter().filter(|p| p.job.is_none()) {
-            println!(
+            outln!(
                 "note: GPU {}: pid {} ({}) is not a gpuq job",
                 g.index,
                 p.pid,

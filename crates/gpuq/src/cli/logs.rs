@@ -3,7 +3,6 @@
 use super::{parse_id, CliError, CmdResult};
 use gpuq_api::Client;
 use gpuq_core::JobId;
-use std::io::Write;
 
 #[derive(clap::Args, Debug)]
 pub struct LogsArgs {
@@ -18,15 +17,48 @@ pub struct LogsArgs {
 
 pub async fn run(client: &Client, args: LogsArgs) -> CmdResult {
     let id = parse_id(&args.id)?;
-    let job = client.job(id).await?;
-    let attempt = args.attempt.unwrap_or(job.job.attempt.max(1));
+    let job = client.job(id).await?.job;
     if let Some(a) = args.attempt {
-        if a == 0 || a > job.job.attempt {
+        if a == 0 || a > job.attempt {
             return Err(CliError::usage(format!(
                 "job {id} has no attempt {a}; it has had {}",
-                job.job.attempt
+                job.attempt
             )));
         }
+    }
+    // An empty output alone would not tell "no log yet" from "an empty log".
+    if job.attempt == 0 {
+        if job.state.is_terminal() {
+            let reason = job.reason.map(|r| format!(": {r}")).unwrap_or_default();
+            errln!(
+                "gpuq: job {id} never started, so it has no log ({}{reason})",
+                job.state
+            );
+            return Ok(0);
+        }
+        let why = format!(
+            "job {id} has not started yet (it is {}; `gpuq explain {id}` says why)",
+            job.state
+        );
+        if !args.follow {
+            errln!("gpuq: {why}; no log yet");
+            return Ok(0);
+        }
+        errln!("gpuq: {why}; its log follows once it starts");
+    }
+    let attempt = args.attempt.unwrap_or(job.attempt.max(1));
+    if args.attempt.is_none() && job.attempt > 1 {
+        let earlier: Vec<String> = (1..job.attempt).map(|a| a.to_string()).collect();
+        let of = if job.state.is_terminal() {
+            format!(" of {}", job.attempt)
+        } else {
+            String::new()
+        };
+        errln!(
+            "gpuq: job {id}: attempt {}{of}; earlier: --attempt {}",
+            job.attempt,
+            earlier.join(", ")
+        );
     }
     follow(client, id, attempt, args.follow && args.attempt.is_none()).await?;
     Ok(0)
@@ -41,15 +73,12 @@ pub async fn follow(
     across_attempts: bool,
 ) -> Result<(), CliError> {
     let mut offset = 0u64;
-    let mut out = std::io::stdout();
     loop {
         let chunk = client
             .log(id, Some(attempt), offset, across_attempts)
             .await?;
         if !chunk.data.is_empty() {
-            out.write_all(&chunk.data)
-                .and_then(|_| out.flush())
-                .map_err(|e| CliError::failure(e.to_string()))?;
+            super::output::write_stdout_bytes(&chunk.data);
         }
         offset = chunk.next_offset;
         if !across_attempts {
@@ -67,7 +96,7 @@ pub async fn follow(
             if job.attempt > attempt {
                 attempt += 1;
                 offset = 0;
-                eprintln!("gpuq: job {id} attempt {attempt}");
+                errln!("gpuq: job {id} attempt {attempt}");
             } else {
                 // Requeued, not started again yet: the event stream says when the job
                 // next changes. The cursor starts after the last event read above (and

@@ -1,7 +1,8 @@
 //! `gpuq ls`: the queue and recent jobs.
 
 use super::output::{
-    ago, colour_enabled, gpu_list, paint_state, print_json, print_table, shorten, span,
+    ago, colour_enabled, column_widths, fit, gpu_list, paint_state, print_json, print_table,
+    shorten, span, terminal_width,
 };
 use super::{CliError, CmdResult};
 use crate::home::now_ms;
@@ -44,7 +45,7 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
         return Ok(0);
     }
     if jobs.is_empty() {
-        println!("no jobs");
+        outln!("no jobs");
         return Ok(0);
     }
     let now = now_ms();
@@ -61,10 +62,25 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
         } else {
             Default::default()
         };
-    let rows: Vec<Vec<String>> = jobs
+    let header = [
+        "ID",
+        "NAME",
+        "USER",
+        "STATE",
+        "GPUS",
+        "PRIO",
+        "SUBMITTED",
+        "RUNTIME",
+        "COST",
+        "COMMAND",
+        "REASON",
+    ];
+    let mut reasons = Vec::with_capacity(jobs.len());
+    let mut rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|j| {
-            let gpus = if j.gpus.is_empty() {
+            // A queued job holds no GPUs, even when an earlier attempt did.
+            let gpus = if j.gpus.is_empty() || j.state == JobState::Queued {
                 j.gpus_requested.to_string()
             } else {
                 format!("{} [{}]", j.gpus.len(), gpu_list(&j.gpus))
@@ -74,14 +90,10 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
                 (Some(s), None) if j.state == JobState::Running => span(now - s),
                 _ => String::new(),
             };
-            let note = match waiting.get(&j.id) {
-                Some(why) if j.state == JobState::Queued => shorten(why, 60),
-                _ => j
-                    .reason
-                    .as_deref()
-                    .map(|r| shorten(r, 40))
-                    .unwrap_or_default(),
-            };
+            reasons.push(match waiting.get(&j.id) {
+                Some(why) if j.state == JobState::Queued => reason_of_queued(why).to_string(),
+                _ => j.reason.clone().unwrap_or_default(),
+            });
             vec![
                 j.id.to_string(),
                 shorten(j.display_name(), 20),
@@ -93,25 +105,28 @@ pub async fn run(client: &Client, args: LsArgs) -> CmdResult {
                 runtime,
                 j.cost.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
                 shorten(&j.command, 40),
-                note,
             ]
         })
         .collect();
-    print_table(
-        &[
-            "ID",
-            "NAME",
-            "USER",
-            "STATE",
-            "GPUS",
-            "PRIO",
-            "SUBMITTED",
-            "RUNTIME",
-            "COST",
-            "COMMAND",
-            "REASON",
-        ],
-        &rows,
-    );
+    // REASON takes what the terminal has left (all of it in a pipe), at least 40.
+    let before: usize = column_widths(&header[..header.len() - 1], &rows)
+        .iter()
+        .map(|w| w + 2)
+        .sum();
+    let room = terminal_width().map(|w| w.saturating_sub(before).max(40));
+    for (row, reason) in rows.iter_mut().zip(reasons) {
+        row.push(match room {
+            Some(max) => fit(&reason, max),
+            None => reason,
+        });
+    }
+    print_table(&header, &rows);
     Ok(0)
+}
+
+/// The explanation without its lead-in ("waits: ", "is "): the column says it.
+fn reason_of_queued(why: &str) -> &str {
+    why.strip_prefix("waits: ")
+        .or_else(|| why.strip_prefix("is "))
+        .unwrap_or(why)
 }

@@ -1,6 +1,10 @@
 //! The command line. One file per command; each turns flags into API calls
 //! and prints the answer (human tables, or `--json`).
 
+// First: its printing macros serve every command below.
+#[macro_use]
+mod output;
+
 mod advise;
 mod alerts;
 mod autostop;
@@ -15,11 +19,11 @@ mod gpus;
 mod hold;
 mod logs;
 mod ls;
-mod output;
 mod prices;
 mod requeue;
 mod run;
 mod schedules;
+mod server;
 mod show;
 mod sim;
 mod submit;
@@ -49,8 +53,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the daemon in the foreground.
-    Server(ServerArgs),
+    /// Run the daemon in the foreground (`gpuq server stop` stops the running one).
+    Server(server::ServerArgs),
     /// Queue a job; prints its id.
     Submit(submit::SubmitArgs),
     /// Queue a job, stream its log, exit with its exit code.
@@ -108,22 +112,6 @@ enum Command {
     Sim(sim::SimArgs),
 }
 
-#[derive(clap::Args, Debug)]
-struct ServerArgs {
-    /// Address to listen on [default: 127.0.0.1:8585].
-    #[arg(long)]
-    listen: Option<std::net::SocketAddr>,
-    /// GPUs to schedule: auto (NVML), none, or sim:N simulated GPUs.
-    #[arg(long, default_value = "auto")]
-    gpus: String,
-    /// Jobs that may run at once [default: 4 per CPU core, at least 8].
-    #[arg(long)]
-    slots: Option<u32>,
-    /// Configuration file (shares, quotas) [default: $GPUQ_HOME/gpuq.toml if present].
-    #[arg(long)]
-    config: Option<std::path::PathBuf>,
-}
-
 /// A command's failure: what to print and which exit status to use.
 #[derive(Debug)]
 pub struct CliError {
@@ -147,12 +135,10 @@ impl CliError {
 }
 
 impl From<ApiError> for CliError {
+    /// A request the daemon refused (bad spec, unknown job, not permitted) is bad
+    /// input: 2. No daemon, or a daemon that failed, is gpuq's own failure: 1.
     fn from(e: ApiError) -> Self {
-        let code = if e.is_bad_input() || matches!(e, ApiError::Unreachable { .. }) {
-            2
-        } else {
-            1
-        };
+        let code = if e.is_bad_input() { 2 } else { 1 };
         Self {
             code,
             message: e.to_string(),
@@ -165,7 +151,7 @@ pub type CmdResult = Result<i32, CliError>;
 
 pub fn main(cli: Cli) -> i32 {
     let result = match cli.command {
-        Command::Server(args) => server(args),
+        Command::Server(args) => server::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Sim(args) => sim::run(args),
         other => {
@@ -186,7 +172,7 @@ pub fn main(cli: Cli) -> i32 {
 }
 
 fn report(e: CliError) -> i32 {
-    eprintln!("gpuq: {}", e.message);
+    errln!("gpuq: {}", e.message);
     e.code
 }
 
@@ -222,39 +208,6 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
             unreachable!("handled without a client")
         }
     }
-}
-
-fn server(args: ServerArgs) -> CmdResult {
-    let gpus = args
-        .gpus
-        .parse()
-        .map_err(|e: gpuq_gpu::GpuSourceError| CliError::usage(e.to_string()))?;
-    let home = crate::home::resolve_home();
-    let config =
-        crate::config::Config::load(args.config.as_deref(), &home).map_err(CliError::usage)?;
-    let pricing = crate::pricing::Pricing::resolve(&config.cost).map_err(CliError::usage)?;
-    init_logging();
-    let opts = crate::server::ServerOptions {
-        pricing,
-        config,
-        listen: args.listen,
-        gpus,
-        slots: args.slots,
-        home,
-    };
-    crate::server::run(opts).map_err(|e| CliError::failure(format!("{e:#}")))?;
-    Ok(0)
-}
-
-fn init_logging() {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("GPUQ_LOG").unwrap_or_else(|_| "info".into());
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
 }
 
 /// The exit status a job's end maps to: its exit code, 128+signal, or 1 (cancelled, or no status).

@@ -7,7 +7,7 @@ use std::io::Write;
 
 pub async fn run(client: &Client, args: submit::SubmitArgs) -> CmdResult {
     let job = submit::submit(client, &args).await?;
-    eprintln!("gpuq: job {} queued", job.id);
+    errln!("gpuq: job {} queued", job.id);
     let follow = super::logs::follow(client, job.id, 1, true);
     tokio::pin!(follow);
     let mut cancelled = false;
@@ -16,7 +16,7 @@ pub async fn run(client: &Client, args: submit::SubmitArgs) -> CmdResult {
             r = &mut follow => { r?; break; }
             _ = tokio::signal::ctrl_c(), if !cancelled => {
                 cancelled = true;
-                eprintln!("gpuq: cancelling job {} (Ctrl-C)", job.id);
+                errln!("gpuq: cancelling job {} (Ctrl-C)", job.id);
                 client.cancel(job.id).await?;
             }
         }
@@ -32,6 +32,6 @@ pub async fn run(client: &Client, args: submit::SubmitArgs) -> CmdResult {
         super::output::print_json(&end);
     }
     let reason = end.reason.as_deref().unwrap_or("");
-    eprintln!("gpuq: job {} {} ({reason})", end.id, end.state);
+    errln!("gpuq: job {} {} ({reason})", end.id, end.state);
     Ok(job_exit_status(&end))
 }

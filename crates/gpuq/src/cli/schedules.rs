@@ -17,7 +17,7 @@ pub async fn run(client: &Client, args: SchedulesArgs) -> CmdResult {
         return Ok(0);
     }
     if list.is_empty() {
-        println!("no schedules ([[schedules]] in gpuq.toml)");
+        outln!("no schedules ([[schedules]] in gpuq.toml)");
         return Ok(0);
     }
     let rows: Vec<Vec<String>> = list

@@ -21,7 +21,7 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     }
     let j = &detail.job;
     let now = now_ms();
-    let row = |k: &str, v: String| println!("{k:<12} {v}");
+    let row = |k: &str, v: String| outln!("{k:<12} {v}");
     row(
         "job",
         format!(
@@ -122,13 +122,13 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
         row("exit code", code.to_string());
     }
     if !detail.attempts.is_empty() {
-        println!("attempts:");
+        outln!("attempts:");
         for a in &detail.attempts {
             let took = a
                 .ended_at
                 .map(|e| span(e - a.started_at))
                 .unwrap_or_else(|| format!("running for {}", span(now - a.started_at)));
-            println!(
+            outln!(
                 "  #{:<3} gpus [{}]  started {}  {}  {}",
                 a.attempt,
                 gpu_list(&a.gpus),
@@ -138,9 +138,9 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
             );
         }
     }
-    println!("history:");
+    outln!("history:");
     for e in &detail.events {
-        println!("  {:>10}  {:<17} {}", ago(e.at, now), e.kind, e.detail);
+        outln!("  {:>10}  {:<17} {}", ago(e.at, now), e.kind, e.detail);
     }
     Ok(0)
 }

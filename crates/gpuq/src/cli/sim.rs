@@ -43,12 +43,12 @@ pub fn run(args: SimArgs) -> CmdResult {
         let report =
             gpuq_sim::spot::evaluate(dir).map_err(|e| CliError::usage(format!("--spot: {e}")))?;
         if args.json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&report).expect("report serializes")
             );
         } else {
-            print!("{report}");
+            out!("{report}");
         }
         return Ok(0);
     }
@@ -108,8 +108,8 @@ pub fn run(args: SimArgs) -> CmdResult {
         let mut report = gpuq_sim::report(&trace, &run, policy.as_str(), &cluster);
         report.replay_seconds = elapsed.as_secs_f64();
         if !args.json {
-            print!("{report}");
-            println!(
+            out!("{report}");
+            outln!(
                 "  replayed in {:.2} s ({} scheduler passes)",
                 elapsed.as_secs_f64(),
                 report.scheduler_passes
@@ -123,7 +123,7 @@ pub fn run(args: SimArgs) -> CmdResult {
         } else {
             serde_json::to_value(&reports)
         };
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&value.expect("report serializes")).expect("json")
         );

@@ -60,11 +60,13 @@ pub struct SubmitArgs {
     /// Print the job as JSON.
     #[arg(long)]
     pub json: bool,
-    /// A spec file (job.yaml), or the command after `--`.
+    /// A spec file (job.yaml, .yml, .json), or the command and its arguments.
+    /// `--` before the command is optional: everything from the command's name
+    /// on is the command's, flags included.
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
-        value_name = "SPEC.yaml | -- CMD ARGS"
+        value_name = "SPEC.yaml | [--] CMD ARGS"
     )]
     command: Vec<String>,
 }
@@ -75,6 +77,13 @@ impl SubmitArgs {
         let mut spec = match self.command.as_slice() {
             [one] if spec_file::looks_like_spec(one) => {
                 spec_file::load(std::path::Path::new(one)).map_err(CliError::usage)?
+            }
+            [first, rest @ ..] if spec_file::looks_like_spec(first) && !is_executable(first) => {
+                return Err(CliError::usage(format!(
+                    "{first}: a spec file takes nothing after it (got {}); put gpuq's flags before it, \
+                     e.g. gpuq submit --gpus 2 {first}",
+                    rest.join(" ")
+                )));
             }
             argv => JobSpec {
                 command: (!argv.is_empty()).then(|| argv.to_vec()),
@@ -144,6 +153,12 @@ impl SubmitArgs {
     }
 }
 
+/// A program named like a spec file (`./make.json`) may still be run with arguments.
+fn is_executable(path: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 fn parse_duration(flag: &str, text: &str) -> Result<DurationSpec, CliError> {
     text.parse()
         .map_err(|e| CliError::usage(format!("{flag}: {e}")))
@@ -178,7 +193,7 @@ pub async fn run(client: &Client, args: SubmitArgs) -> CmdResult {
     if args.json {
         super::output::print_json(&job);
     } else {
-        println!("{}", job.id);
+        outln!("{}", job.id);
     }
     Ok(0)
 }

@@ -30,8 +30,8 @@ pub async fn run(client: &Client, command: TokenCommand) -> CmdResult {
             if json {
                 print_json(&created);
             } else {
-                println!("{}", created.token);
-                eprintln!(
+                outln!("{}", created.token);
+                errln!(
                     "gpuq: token {} acts as {}; it is shown once. Remote use: GPUQ_URL=http://HOST:PORT GPUQ_TOKEN=<token> gpuq ls",
                     created.id, created.user
                 );
@@ -61,7 +61,7 @@ pub async fn run(client: &Client, command: TokenCommand) -> CmdResult {
         }
         TokenCommand::Revoke { id } => {
             client.revoke_token(id).await?;
-            println!("token {id} revoked");
+            outln!("token {id} revoked");
         }
     }
     Ok(0)

@@ -17,7 +17,8 @@ use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Sparkline, T
 use ratatui::Frame;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify};
 
 #[derive(clap::Args, Debug)]
 pub struct TopArgs {
@@ -434,46 +435,63 @@ pub async fn run(client: &Client, args: TopArgs) -> CmdResult {
     }
     let interval = Duration::from_secs_f64(args.interval.clamp(0.1, 3600.0));
     // The event stream marks the view stale on any job change or alert.
-    let stale = Arc::new(AtomicBool::new(true));
+    let stale = Arc::new(Notify::new());
     let follower = {
         let client = client.clone();
         let stale = stale.clone();
         tokio::spawn(async move {
             let _ = client
                 .follow_events(None, None, |_, _| {
-                    stale.store(true, Ordering::Relaxed);
+                    stale.notify_one();
                     true
                 })
                 .await;
         })
     };
     let mut terminal = ratatui::init();
+    let mut keys = KeyReader::start();
+    let result = show(client, &mut terminal, &mut keys.events, &stale, interval).await;
+    keys.stop();
+    ratatui::restore();
+    follower.abort();
+    result
+}
+
+/// The loop: refresh when due or when the event stream says something changed,
+/// redraw, and act on keys as they come.
+async fn show(
+    client: &Client,
+    terminal: &mut ratatui::DefaultTerminal,
+    events: &mut mpsc::UnboundedReceiver<Event>,
+    stale: &Notify,
+    interval: Duration,
+) -> CmdResult {
     let mut view = View::new();
-    let mut last = Instant::now() - interval;
-    let result = loop {
-        if stale.swap(false, Ordering::Relaxed) || last.elapsed() >= interval {
-            if let Err(e) = refresh(client, &mut view).await {
-                break Err(CliError::from(e));
-            }
-            last = Instant::now();
+    let mut due = true;
+    let mut next = tokio::time::Instant::now();
+    loop {
+        if due {
+            refresh(client, &mut view).await?;
+            due = false;
+            next = tokio::time::Instant::now() + interval;
         }
-        if let Err(e) = terminal.draw(|f| draw(f, &view)) {
-            break Err(CliError::failure(format!("cannot draw: {e}")));
-        }
-        // Poll keys briefly so refreshes and the event stream keep flowing.
-        let key = tokio::task::block_in_place(|| {
-            if event::poll(Duration::from_millis(100)).unwrap_or(false) {
-                event::read().ok()
-            } else {
-                None
-            }
-        });
-        let Some(Event::Key(k)) = key else { continue };
+        terminal
+            .draw(|f| draw(f, &view))
+            .map_err(|e| CliError::failure(format!("cannot draw: {e}")))?;
+        let event = tokio::select! {
+            event = events.recv() => event,
+            _ = stale.notified() => { due = true; continue; }
+            _ = tokio::time::sleep_until(next) => { due = true; continue; }
+        };
+        let Some(event) = event else {
+            return Err(CliError::failure("the terminal's input ended"));
+        };
+        let Event::Key(k) = event else { continue }; // a resize: redraw
         if k.kind != KeyEventKind::Press {
             continue;
         }
         match on_key(&mut view, k.code) {
-            Action::Quit => break Ok(0),
+            Action::Quit => return Ok(0),
             Action::OpenLog(id) => {
                 let text = match client.log(id, None, 0, false).await {
                     Ok(chunk) => String::from_utf8_lossy(&chunk.data).into_owned(),
@@ -483,10 +501,50 @@ pub async fn run(client: &Client, args: TopArgs) -> CmdResult {
             }
             Action::None => {}
         }
-    };
-    ratatui::restore();
-    follower.abort();
-    result
+    }
+}
+
+/// Terminal input on a thread of its own: crossterm reads block, and the
+/// client's runtime is single-threaded, so reading there would stall it.
+struct KeyReader {
+    events: mpsc::UnboundedReceiver<Event>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl KeyReader {
+    fn start() -> Self {
+        let (tx, events) = mpsc::unbounded_channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                // Polls briefly so a stop request is seen within 100 ms.
+                while !stop.load(Ordering::Relaxed) {
+                    match event::poll(Duration::from_millis(100)) {
+                        Ok(false) => continue,
+                        Ok(true) => {}
+                        Err(_) => break,
+                    }
+                    let Ok(e) = event::read() else { break };
+                    if tx.send(e).is_err() {
+                        break;
+                    }
+                }
+            })
+        };
+        Self {
+            events,
+            stop,
+            thread,
+        }
+    }
+
+    /// Waits for the thread, so no key is read after the terminal is restored.
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
 }
 
 #[cfg(test)]

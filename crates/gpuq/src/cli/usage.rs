@@ -1,6 +1,6 @@
 //! `gpuq usage`: GPU-hours per user and project, and where each user stands in fair share.
 
-use super::output::{print_json, print_table};
+use super::output::{fixed, long_duration, print_json, print_table};
 use super::CmdResult;
 use gpuq_api::Client;
 
@@ -25,8 +25,8 @@ pub async fn run(client: &Client, args: UsageArgs) -> CmdResult {
         .map(|(rank, u)| {
             vec![
                 u.user.clone(),
-                format!("{:.2}", u.gpu_hours),
-                format!("{:.2}", u.decayed_gpu_hours),
+                fixed(u.gpu_hours, 2),
+                fixed(u.decayed_gpu_hours, 2),
                 format!("{}", u.share),
                 format!("#{}", rank + 1),
                 u.running_gpus.to_string(),
@@ -35,9 +35,12 @@ pub async fn run(client: &Client, args: UsageArgs) -> CmdResult {
             ]
         })
         .collect();
-    println!(
+    outln!(
         "users (fair share: usage halves every {}; #1 goes first within a priority class)",
-        usage.half_life
+        usage
+            .half_life
+            .parse::<gpuq_core::DurationSpec>()
+            .map_or(usage.half_life.clone(), |d| long_duration(d.as_millis()))
     );
     print_table(
         &[
@@ -53,14 +56,14 @@ pub async fn run(client: &Client, args: UsageArgs) -> CmdResult {
         &rows,
     );
     if !usage.projects.is_empty() {
-        println!();
+        outln!();
         let rows: Vec<Vec<String>> = usage
             .projects
             .iter()
             .map(|p| {
                 vec![
                     p.project.clone(),
-                    format!("{:.2}", p.gpu_hours),
+                    fixed(p.gpu_hours, 2),
                     p.running_gpus.to_string(),
                     quota(p.max_gpus),
                 ]

@@ -31,7 +31,7 @@ pub async fn run(client: &Client, args: WaitArgs) -> CmdResult {
         super::output::print_json(&jobs);
     } else {
         for j in &jobs {
-            println!(
+            outln!(
                 "job {}: {}{}",
                 j.id,
                 j.state,

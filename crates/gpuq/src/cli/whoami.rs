@@ -14,7 +14,7 @@ pub async fn run(client: &Client, args: WhoAmIArgs) -> CmdResult {
     if args.json {
         super::output::print_json(&me);
     } else {
-        println!("{}{}", me.user, if me.admin { " (admin)" } else { "" });
+        outln!("{}{}", me.user, if me.admin { " (admin)" } else { "" });
     }
     Ok(0)
 }

@@ -112,7 +112,7 @@ pub fn run(mut opts: ServerOptions) -> Result<()> {
 
 /// One daemon per home: an exclusive lock held for the daemon's life.
 fn lock_home(home: &std::path::Path) -> Result<std::fs::File> {
-    let path = home.join("daemon.lock");
+    let path = home::daemon_lock(home);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -155,9 +155,9 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         // Slurm places jobs on its nodes' GPUs; this host's GPUs are not scheduled.
         let c = &opts.config.slurm;
         let summary = format!(
-            "Slurm backend: jobs go to Slurm (partition {}); gpuq hands it up to {} GPUs at once",
+            "Slurm backend: jobs go to Slurm (partition {}); gpuq hands it up to {} at once",
             c.partition.as_deref().unwrap_or("default"),
-            c.max_gpus
+            gpuq_core::plural(c.max_gpus.into(), "GPU")
         );
         let d = gpuq_gpu::Discovery {
             gpus: vec![],

@@ -233,9 +233,10 @@ impl Service {
                 let worst = worst_case(rate, limit.as_millis());
                 if worst > status.left {
                     return Err(ServiceError::Budget(format!(
-                        "this job may cost up to {worst} ({} GPU(s) for {limit} at {rate}/h); {who} has {} left {period}; \
+                        "this job may cost up to {worst} ({} for {limit} at {rate}/h); {who} has {} left {period}; \
                          shorten --time-limit, use fewer GPUs, or ask an admin to raise the budget",
-                        spec.gpus, status.left
+                        gpuq_core::plural(spec.gpus.into(), "GPU"),
+                        status.left
                     )));
                 }
             }

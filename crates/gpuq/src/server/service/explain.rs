@@ -1,5 +1,6 @@
 //! `gpuq explain`: the rule that holds a queued job back, in a sentence, from
-//! the very pass the scheduler runs (`gpuq_core::explain`).
+//! the very pass the scheduler runs (`gpuq_core::explain`). Each text reads on
+//! from "job 7 " ("job 7 is held by ana; …"), as `gpuq explain` prints it.
 
 use super::{Inner, Service, ServiceError};
 use crate::home::now_ms;
@@ -33,11 +34,11 @@ impl Service {
             JobState::Queued => self
                 .explain_queued()?
                 .remove(&id)
-                .unwrap_or_else(|| "about to start".into()),
+                .unwrap_or_else(|| "is about to start".into()),
             JobState::Running if self.slurm.is_some() => match self.slurm_reason(id) {
-                Some(r) => format!("handed to Slurm (attempt {}): {r}", job.attempt),
+                Some(r) => format!("was handed to Slurm (attempt {}): {r}", job.attempt),
                 None => format!(
-                    "handed to Slurm (attempt {}): waiting for its first report",
+                    "was handed to Slurm (attempt {}): waiting for its first report",
                     job.attempt
                 ),
             },
@@ -53,9 +54,16 @@ impl Service {
                 } else {
                     format!("on GPUs {gpus}")
                 };
-                format!("running {on} (attempt {})", job.attempt)
+                format!("is running {on} (attempt {})", job.attempt)
             }
-            state => format!("{state}: {}", job.reason.unwrap_or_default()),
+            state => {
+                let reason = job.reason.map(|r| format!(": {r}")).unwrap_or_default();
+                if state.is_terminal() {
+                    format!("has ended ({state}{reason})")
+                } else {
+                    format!("is {state}{reason}")
+                }
+            }
         };
         Ok(text)
     }
@@ -82,17 +90,21 @@ impl Service {
                     .job(id)?
                     .and_then(|j| j.held_by)
                     .unwrap_or_else(|| "a user".into());
-                format!("held by {by}; `gpuq release {id}` lets it start")
+                format!("is held by {by}; `gpuq release {id}` lets it start")
             }
             WaitReason::Drained => {
-                "queue drained for maintenance; `gpuq undrain` starts jobs again".into()
+                "waits: the queue is drained for maintenance; `gpuq undrain` starts jobs again"
+                    .into()
             }
             WaitReason::BackOff { until } => format!(
-                "a retry waiting out its back-off until {}",
+                "is a retry waiting out its back-off until {}",
                 clock(*until, now)
             ),
             WaitReason::UserQuota { user, used, limit } => {
-                format!("{user} already uses {used} of a quota of {limit} GPUs at once")
+                format!(
+                    "waits: {user} already uses {used} of a quota of {} at once",
+                    gpuq_core::plural((*limit).into(), "GPU")
+                )
             }
             WaitReason::ProjectQuota {
                 project,
@@ -100,13 +112,14 @@ impl Service {
                 limit,
             } => {
                 format!(
-                    "project {project} already uses {used} of its quota of {limit} GPUs at once"
+                    "waits: project {project} already uses {used} of its quota of {} at once",
+                    gpuq_core::plural((*limit).into(), "GPU")
                 )
             }
-            WaitReason::Slots => format!(
-                "all {} job slots are busy",
-                self.nodes.iter().map(|n| n.slots).sum::<u32>()
-            ),
+            WaitReason::Slots => match self.nodes.iter().map(|n| n.slots).sum::<u32>() {
+                1 => "waits for the only job slot, which is busy".into(),
+                n => format!("waits for a job slot: all {n} are busy"),
+            },
             WaitReason::Resources {
                 gpus,
                 most_free,
@@ -137,7 +150,7 @@ impl Service {
                     .map(|s| format!(" from {}", clock(s, now)))
                     .unwrap_or_default();
                 format!(
-                    "its GPUs are free, but starting it could delay job {for_job}, which has them reserved{when}; \
+                    "waits: its GPUs are free, but starting it could delay job {for_job}, which has them reserved{when}; \
                      a --time-limit that ends before then would let it start now"
                 )
             }

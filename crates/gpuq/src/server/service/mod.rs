@@ -259,18 +259,25 @@ impl Service {
             return Err(SpecError::new(
                 "gpus",
                 format!(
-                    "job asks for {} GPUs in all; gpuq hands Slurm at most {largest} at once (slurm.max_gpus)",
-                    spec.gpus.saturating_mul(nodes)
+                    "job asks for {} in all; gpuq hands Slurm at most {largest} at once (slurm.max_gpus)",
+                    gpuq_core::plural(spec.gpus.saturating_mul(nodes).into(), "GPU")
                 ),
             )
             .into());
         }
         if spec.gpus > largest {
+            // A daemon without GPUs (no driver, or --gpus none) refuses every --gpus N: say how to try gpuq anyway.
+            let hint = if largest == 0 {
+                "; this daemon has no GPUs (`gpuq gpus` says why): to try gpuq without real ones, \
+                 `gpuq server stop`, then start the daemon with `gpuq server --gpus sim:4`"
+            } else {
+                ""
+            };
             return Err(SpecError::new(
                 "gpus",
                 format!(
-                    "job asks for {} GPUs; the largest node has {largest}",
-                    spec.gpus
+                    "job asks for {}; the largest node has {largest}{hint}",
+                    gpuq_core::plural(spec.gpus.into(), "GPU")
                 ),
             )
             .into());
@@ -302,8 +309,8 @@ impl Service {
                 return Err(SpecError::new(
                     field,
                     format!(
-                        "no node has {} such GPU(s); the GPUs here are: {}",
-                        spec.gpus.max(1),
+                        "no node has {}; the GPUs here are: {}",
+                        gpuq_core::plural(spec.gpus.max(1).into(), "such GPU"),
                         if models.is_empty() {
                             "none".to_string()
                         } else {

@@ -107,13 +107,14 @@ impl Monitor {
             let live = self.live.entry(job.id).or_insert_with(|| LiveUsage {
                 attempt: job.attempt,
                 usage: JobGpuUsage::default(),
-                last_at: now.max(job.started_at),
+                // The first reading stands for the time since the attempt started.
+                last_at: job.started_at.min(now),
             });
             if live.attempt != job.attempt {
                 *live = LiveUsage {
                     attempt: job.attempt,
                     usage: JobGpuUsage::default(),
-                    last_at: now,
+                    last_at: job.started_at.min(now),
                 };
             }
             let seconds = (now - live.last_at).max(0) as f64 / 1000.0;
