@@ -46,9 +46,14 @@ pub fn run(args: ServerArgs) -> CmdResult {
         crate::config::Config::load(args.config.as_deref(), &home).map_err(CliError::usage)?;
     let pricing = crate::pricing::Pricing::resolve(&config.cost).map_err(CliError::usage)?;
     init_logging();
+    let config_path = args
+        .config
+        .clone()
+        .unwrap_or_else(|| home.join("gpuq.toml"));
     let opts = crate::server::ServerOptions {
         pricing,
         config,
+        config_path,
         listen: args.listen,
         gpus,
         slots: args.slots,

@@ -26,6 +26,7 @@ pub struct Identity {
     single_user: bool,
     allow_root_jobs: bool,
     min_job_uid: u32,
+    config_path: String,
 }
 
 /// What the config says about who jobs may run as.
@@ -34,6 +35,7 @@ pub struct AccountRules<'a> {
     pub single_user: bool,
     pub allow_root_jobs: bool,
     pub min_job_uid: u32,
+    pub config_path: &'a std::path::Path,
 }
 
 impl Identity {
@@ -47,6 +49,7 @@ impl Identity {
             single_user: rules.single_user,
             allow_root_jobs: rules.allow_root_jobs,
             min_job_uid: rules.min_job_uid,
+            config_path: rules.config_path.display().to_string(),
         }
     }
 
@@ -100,9 +103,10 @@ impl Identity {
         if !self.multi_user() {
             if self.owner_uid == 0 && !self.allow_root_jobs {
                 return Err(format!(
-                    "this daemon runs as root with every job as its own user, so jobs would run as root; \
-                     run the daemon as a normal user, or set `allow_root_jobs = true` in its gpuq.toml \
-                     (user {user})"
+                    "this daemon runs as root with every job as its own user, so jobs would run as root \
+                     (user {user}); run the daemon as a normal user, or put `allow_root_jobs = true` in \
+                     {} (root-owned) and restart it (`gpuq server stop`)",
+                    self.config_path
                 ));
             }
             return Ok(None);
@@ -112,8 +116,9 @@ impl Identity {
         if account.uid == 0 {
             if !self.allow_root_jobs {
                 return Err(format!(
-                    "jobs do not run as root (uid 0, user {user}): submit as a normal user, or set \
-                     `allow_root_jobs = true` in the daemon's root-owned gpuq.toml"
+                    "jobs do not run as root (uid 0, user {user}): submit as a normal user, or put \
+                     `allow_root_jobs = true` in {} (root-owned) and restart the daemon (`gpuq server stop`)",
+                    self.config_path
                 ));
             }
         } else if account.uid < self.min_job_uid {

@@ -35,6 +35,8 @@ pub struct ServerOptions {
     pub slots: Option<u32>,
     pub home: PathBuf,
     pub config: crate::config::Config,
+    /// Where the config is (or would be): named in messages that ask for a change.
+    pub config_path: PathBuf,
     pub pricing: crate::pricing::Pricing,
 }
 
@@ -198,6 +200,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         single_user: opts.config.single_user,
         allow_root_jobs: opts.config.allow_root_jobs,
         min_job_uid: opts.config.min_job_uid(),
+        config_path: &opts.config_path,
     }));
     let schedulable = if slurm_mode {
         // Admission slots: gpuq's own rules (dependencies, quotas, budgets) decide
