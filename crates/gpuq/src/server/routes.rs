@@ -254,6 +254,7 @@ pub async fn create_token(
             "user: give the user the token acts as",
         ));
     }
+    gpuq_core::limits::check_label(&req.user, "user").map_err(ServiceError::from)?;
     let token = super::identity::new_token()
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
     let id = ctx
