@@ -235,6 +235,12 @@ pub fn check_label(value: &str, field: &str) -> Result<(), SpecError> {
         format!("it is {chars} characters long")
     } else if let Some(c) = value.chars().find(|c| c.is_control()) {
         format!("it contains the control character {:?}", c)
+    } else if let Some(c) = value.chars().find(|c| is_bidi_control(*c)) {
+        // They reorder what a terminal shows: a listing could lie.
+        format!(
+            "it contains U+{:04X}, which reorders the text around it",
+            c as u32
+        )
     } else {
         return Ok(());
     };
@@ -242,6 +248,11 @@ pub fn check_label(value: &str, field: &str) -> Result<(), SpecError> {
         field,
         format!("{why}; give 1 to {MAX_LABEL} printable characters"),
     ))
+}
+
+/// Unicode's explicit bidirectional formatting characters.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
 /// Checks a path: not empty, no NUL, at most PATH_MAX.
@@ -341,6 +352,8 @@ mod tests {
         assert_eq!(e.field, "project");
         assert!(e.message.contains("201 characters"), "{e}");
         assert!(check_label("", "name").is_err());
+        let e = check_label("\u{202e}gpj.exe", "name").unwrap_err();
+        assert!(e.message.contains("U+202E"), "{e}");
     }
 
     #[test]
