@@ -108,7 +108,9 @@ pub struct JobSpec {
     /// Delay before the first retry; it doubles for each further retry, up to 10 minutes (default 10s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_delay: Option<DurationSpec>,
-    /// Environment variables set on top of the submitter's environment.
+    /// Environment variables set on top of the submitter's environment. Each
+    /// `KEY=VALUE` under 128 KiB; the job's whole environment at most 4096
+    /// variables and 1 MiB.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Working directory (default: the directory `gpuq submit` ran in).
