@@ -83,7 +83,7 @@ pub fn human_bytes(n: usize) -> String {
         KIB..1_048_576 => (KIB, "KiB"),
         _ => (KIB * KIB, "MiB"),
     };
-    if n % unit == 0 {
+    if n / unit * unit == n {
         format!("{} {name}", n / unit)
     } else {
         format!("{:.1} {name}", n as f64 / unit as f64)

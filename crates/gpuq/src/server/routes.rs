@@ -42,9 +42,7 @@ impl ApiError {
             },
         }
     }
-}
 
-impl ApiError {
     /// An error blamed on one field of the request.
     pub fn field(status: StatusCode, error: impl Into<String>, field: String) -> Self {
         Self {
