@@ -170,8 +170,9 @@ pub fn document() -> Value {
                     "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("SubmitRequest") } } },
                     "responses": {
                         "201": json_body(job.clone(), "The queued job"),
-                        "400": json_body(schema_ref("ErrorBody"), "Invalid spec; `field` names the field"),
+                        "400": json_body(schema_ref("ErrorBody"), "Invalid spec or request (malformed JSON, a field over its limit: see docs/ARCHITECTURE.md, Input limits); `field` names the field"),
                         "401": json_body(schema_ref("ErrorBody"), "Missing or wrong token"),
+                        "413": json_body(schema_ref("ErrorBody"), "The body is over 4 MiB; nothing was written"),
                         "507": json_body(schema_ref("ErrorBody"), "The disk holding the database is full; nothing was written")
                     }
                 },
@@ -248,6 +249,7 @@ pub fn document() -> Value {
                     "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("TokenRequest") } } },
                     "responses": {
                         "201": json_body(schema_ref("TokenCreated"), "The new token"),
+                        "400": json_body(schema_ref("ErrorBody"), "Malformed body, or a user name that is empty, over 200 characters or with control characters"),
                         "401": json_body(schema_ref("ErrorBody"), "Missing or wrong token"),
                         "403": json_body(schema_ref("ErrorBody"), "Not an admin")
                     }

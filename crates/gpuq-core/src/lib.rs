@@ -13,6 +13,7 @@ pub mod cost;
 pub mod cron;
 pub mod duration;
 pub mod job;
+pub mod limits;
 pub mod memsize;
 pub mod scheduler;
 pub mod signal;

@@ -1,6 +1,6 @@
 //! The job spec: what a user asks for, from flags or from a YAML file.
 
-use crate::{DurationSpec, EarlySignal, JobId, MemSize};
+use crate::{limits, DurationSpec, EarlySignal, JobId, MemSize};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -108,7 +108,9 @@ pub struct JobSpec {
     /// Delay before the first retry; it doubles for each further retry, up to 10 minutes (default 10s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_delay: Option<DurationSpec>,
-    /// Environment variables set on top of the submitter's environment.
+    /// Environment variables set on top of the submitter's environment. Each
+    /// `KEY=VALUE` under 128 KiB; the job's whole environment at most 4096
+    /// variables and 1 MiB.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Working directory (default: the directory `gpuq submit` ran in).
@@ -145,8 +147,6 @@ impl SpecError {
 /// Upper bound on GPUs a single job may ask for; larger values are typos.
 pub const MAX_GPUS_PER_JOB: u32 = 1024;
 const MAX_NAME_LEN: usize = 200;
-/// Linux's limit on one `KEY=VALUE` string handed to exec (MAX_ARG_STRLEN).
-const MAX_ENV_ENTRY: usize = 128 * 1024;
 
 impl JobSpec {
     /// Checks what can be checked without knowing the cluster.
@@ -171,26 +171,30 @@ impl JobSpec {
                         "the command is empty; give the program to run, e.g. -- python train.py",
                     ));
                 }
-                if argv.iter().any(|a| a.contains('\0')) {
-                    return Err(SpecError::new("command", "an argument contains a NUL byte"));
-                }
+                limits::check_argv(argv, "command")?;
             }
             (None, Some(script)) => {
                 if script.trim().is_empty() {
                     return Err(SpecError::new("run", "the script is empty; give at least one command"));
                 }
                 if script.contains('\0') {
-                    return Err(SpecError::new("run", "the script contains a NUL byte"));
+                    return Err(SpecError::new("run", "the script contains a NUL byte; remove it"));
+                }
+                // It reaches bash as one argument (`bash -e -c SCRIPT`).
+                if limits::arg_size(script) > limits::MAX_ARG_STRLEN {
+                    return Err(SpecError::new(
+                        "run",
+                        format!(
+                            "the script is {}; the limit is {} (Linux's limit on one argument); put it in a file and run `bash FILE`",
+                            limits::human_bytes(limits::arg_size(script)),
+                            limits::human_bytes(limits::MAX_ARG_STRLEN)
+                        ),
+                    ));
                 }
             }
         }
         if let Some(name) = &self.name {
-            if name.is_empty() || name.len() > MAX_NAME_LEN || name.chars().any(char::is_control) {
-                return Err(SpecError::new(
-                    "name",
-                    format!("names are 1 to {MAX_NAME_LEN} printable characters"),
-                ));
-            }
+            limits::check_label(name, "name")?;
         }
         if let Some(n) = self.nodes {
             if n == 0 || n > 1024 {
@@ -209,29 +213,7 @@ impl JobSpec {
                 ),
             ));
         }
-        for (key, value) in &self.env {
-            let valid = !key.is_empty()
-                && !key.starts_with(|c: char| c.is_ascii_digit())
-                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                return Err(SpecError::new(
-                    format!("env.{key}"),
-                    "variable names are letters, digits and _, not starting with a digit",
-                ));
-            }
-            if value.contains('\0') {
-                return Err(SpecError::new(
-                    format!("env.{key}"),
-                    "the value contains a NUL byte",
-                ));
-            }
-            if key.len() + value.len() + 1 >= MAX_ENV_ENTRY {
-                return Err(SpecError::new(
-                    format!("env.{key}"),
-                    "the value is longer than Linux lets a program receive (128 KiB); pass it in a file",
-                ));
-            }
-        }
+        limits::check_env(&self.env, limits::EnvSource::Spec)?;
         if (self.gpu_type.is_some() || self.gpu_mem.is_some()) && self.gpus == 0 {
             return Err(SpecError::new(
                 "gpus",
@@ -239,7 +221,7 @@ impl JobSpec {
             ));
         }
         if let Some(t) = &self.gpu_type {
-            if t.trim().is_empty() || t.len() > MAX_NAME_LEN {
+            if t.trim().is_empty() || t.len() > MAX_NAME_LEN || t.chars().any(char::is_control) {
                 return Err(SpecError::new(
                     "gpu_type",
                     "give part of a GPU model name, e.g. A100 or L4",
@@ -247,20 +229,10 @@ impl JobSpec {
             }
         }
         if let Some(cwd) = &self.cwd {
-            if cwd.is_empty() || cwd.contains('\0') {
-                return Err(SpecError::new("cwd", "give a directory path"));
-            }
+            limits::check_path(cwd, "cwd")?;
         }
         if let Some(project) = &self.project {
-            if project.is_empty()
-                || project.len() > MAX_NAME_LEN
-                || project.chars().any(char::is_control)
-            {
-                return Err(SpecError::new(
-                    "project",
-                    "project names are 1 to 200 printable characters",
-                ));
-            }
+            limits::check_label(project, "project")?;
         }
         if let (Some(sig), Some(limit)) = (&self.signal, &self.time_limit) {
             if sig.lead >= *limit {
@@ -269,6 +241,16 @@ impl JobSpec {
                     format!("{sig} would come before the job starts: its lead must be shorter than the time limit {limit}"),
                 ));
             }
+        }
+        if self.after.len() > limits::MAX_AFTER {
+            return Err(SpecError::new(
+                "after",
+                format!(
+                    "{} jobs; a job may wait for at most {}",
+                    self.after.len(),
+                    limits::MAX_AFTER
+                ),
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         for dep in &self.after {
@@ -346,6 +328,52 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(s.validate().unwrap_err().field, "run");
+    }
+
+    #[test]
+    fn inputs_exec_would_refuse_are_refused_at_submit() {
+        let mut s = cmd(&["x"]);
+        s.env.insert("FOO".into(), "a\0b".into());
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.field, "env.FOO");
+        assert!(e.message.contains("NUL"), "{e}");
+        let mut s = cmd(&["x"]);
+        s.env.insert("FOO".into(), "x".repeat(2_000_000));
+        let e = s.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("env.FOO: ") && e.contains("1.9 MiB") && e.contains("128 KiB"),
+            "{e}"
+        );
+        let mut s = cmd(&["x"]);
+        s.env = (0..100_000)
+            .map(|i| (format!("V{i}"), "1".into()))
+            .collect();
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.field, "env");
+        assert!(e.message.contains("100000 variables"), "{e}");
+        let mut s = cmd(&["x"]);
+        s.env = (0..20)
+            .map(|i| (format!("V{i}"), "x".repeat(100_000)))
+            .collect();
+        assert!(s.validate().unwrap_err().message.contains("in all"));
+        assert_eq!(cmd(&["x", "a\0"]).validate().unwrap_err().field, "command");
+        let s = JobSpec {
+            run: Some(format!("echo {}", "x".repeat(200_000))),
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().message.contains("bash FILE"));
+        let mut s = cmd(&["x"]);
+        s.cwd = Some(format!("/{}", "d".repeat(5000)));
+        assert_eq!(s.validate().unwrap_err().field, "cwd");
+        let mut s = cmd(&["x"]);
+        s.name = Some("two\nlines".into());
+        assert_eq!(s.validate().unwrap_err().field, "name");
+        let mut s = cmd(&["x"]);
+        s.project = Some("p\0".into());
+        assert_eq!(s.validate().unwrap_err().field, "project");
+        let mut s = cmd(&["x"]);
+        s.after = (1..=5000).collect();
+        assert_eq!(s.validate().unwrap_err().field, "after");
     }
 
     #[test]

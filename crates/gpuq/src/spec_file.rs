@@ -3,6 +3,13 @@
 use gpuq_core::JobSpec;
 use std::path::Path;
 
+/// Largest spec: what the daemon reads in one request.
+const MAX_SPEC_BYTES: usize = 4 * 1024 * 1024;
+/// Deepest nesting of `[` and `{`. A spec needs 2 or 3; the YAML parser's time
+/// grows with depth times length (100,000 deep takes minutes), so deeper text
+/// is refused before it is parsed.
+const MAX_FLOW_DEPTH: usize = 16;
+
 /// Reads and checks a spec file; the error names the file, the field and the line.
 pub fn load(path: &Path) -> Result<JobSpec, String> {
     if !path.exists() {
@@ -11,12 +18,27 @@ pub fn load(path: &Path) -> Result<JobSpec, String> {
             path.display()
         ));
     }
-    let text = std::fs::read_to_string(path)
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_SPEC_BYTES as u64 + 1).read_to_string(&mut text))
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub fn parse(text: &str) -> Result<JobSpec, String> {
+    if text.len() > MAX_SPEC_BYTES {
+        return Err(format!(
+            "the spec is larger than {}, the most the daemon accepts; keep large data in files",
+            gpuq_core::limits::human_bytes(MAX_SPEC_BYTES)
+        ));
+    }
+    let depth = flow_depth(text);
+    if depth > MAX_FLOW_DEPTH {
+        return Err(format!(
+            "brackets ([ or {{) nest {depth} deep; a job spec needs 2 or 3 and the limit is {MAX_FLOW_DEPTH}"
+        ));
+    }
     let spec: JobSpec = serde_yaml_ng::from_str(text).map_err(|e| {
         let msg = e.to_string();
         if msg.contains("unknown field") {
@@ -27,6 +49,22 @@ pub fn parse(text: &str) -> Result<JobSpec, String> {
     })?;
     spec.validate().map_err(|e| e.to_string())?;
     Ok(spec)
+}
+
+/// How deep `[` and `{` nest, counting those in strings too (an upper bound).
+fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for b in text.bytes() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// True when a lone positional argument names a spec file rather than a command
@@ -129,6 +167,126 @@ mod fuzz {
         ];
         proptest::collection::vec((proptest::sample::select(FIELDS), value), 0..8)
             .prop_map(|kv| kv.into_iter().map(|(k, v)| format!("{k}: {v}\n")).collect())
+    }
+
+    /// A valid spec's fields, each written on one line.
+    const VALID: &[(&str, &str)] = &[
+        ("name", "fuzz"),
+        ("command", "[python, train.py]"),
+        ("gpus", "1"),
+        ("priority", "normal"),
+        ("retries", "2"),
+        ("time_limit", "2h"),
+        ("env", "{LR: '0.1'}"),
+        ("cwd", "/tmp"),
+        ("project", "vision"),
+        ("after", "[1, 2]"),
+        ("preemptible", "true"),
+    ];
+
+    fn odd_yaml_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<f64>().prop_map(|f| f.to_string()),
+            prop::sample::select(vec![
+                "18446744073709551616",
+                "-1",
+                "1e400",
+                ".nan",
+                ".inf",
+                "0x10",
+                "0o777",
+                "~",
+                "[]",
+                "{}",
+                "''",
+                "&a [*a]",
+                "*undefined",
+                "!!binary aGVsbG8=",
+                "!custom 3",
+                "\"\\0\"",
+                "\"\\uD800\"",
+                "\"\\u202e\"",
+                "|\n  multi\n  line",
+                "? complex",
+                "- item",
+                "{a: 1, a: 2}",
+                "[1, [2, [3]]]",
+                "\"\\x00\"",
+                "yes",
+                "NO",
+            ])
+            .prop_map(str::to_string),
+            (1usize..5000).prop_map(|n| "[".repeat(n)),
+            (1usize..300).prop_map(|n| format!("{}1{}", "[".repeat(n), "]".repeat(n))),
+            (1usize..300).prop_map(|n| "{a: ".repeat(n)),
+            // Any unicode, as a YAML (JSON) string.
+            "\\PC{0,30}".prop_map(|t| serde_json::Value::from(t).to_string()),
+            ".{0,30}".prop_map(|t| serde_json::Value::from(t).to_string()),
+            (1usize..200_000).prop_map(|n| "x".repeat(n)),
+        ]
+    }
+
+    /// The valid spec with one field's value replaced, dropped or repeated.
+    fn near_valid() -> impl Strategy<Value = String> {
+        (
+            0..VALID.len(),
+            odd_yaml_value(),
+            prop::sample::select(vec!["replace", "drop", "repeat", "inline"]),
+        )
+            .prop_map(|(at, odd, how)| {
+                let mut text = String::new();
+                for (i, (field, value)) in VALID.iter().enumerate() {
+                    match (i == at, how) {
+                        (false, _) => text.push_str(&format!("{field}: {value}\n")),
+                        (true, "replace") => text.push_str(&format!("{field}: {odd}\n")),
+                        (true, "drop") => {}
+                        (true, "repeat") => {
+                            text.push_str(&format!("{field}: {value}\n{field}: {odd}\n"))
+                        }
+                        (true, _) => text.push_str(&format!("{field}: {value}{odd}\n")),
+                    }
+                }
+                text
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// Near-valid specs: refused with a message, or valid; never a panic.
+        #[test]
+        fn mutated_specs_are_accepted_or_refused_without_panic(text in near_valid()) {
+            match parse(&text) {
+                Ok(spec) => prop_assert!(spec.validate().is_ok()),
+                Err(e) => prop_assert!(!e.is_empty()),
+            }
+        }
+    }
+
+    #[test]
+    fn alias_bombs_and_deep_nesting_are_refused() {
+        let mut bomb = String::from("name: &a [x, x, x, x, x, x, x, x, x]\n");
+        for (prev, next) in ["a", "b", "c", "d", "e", "f", "g", "h"]
+            .windows(2)
+            .map(|w| (w[0], w[1]))
+        {
+            bomb.push_str(&format!("env: &{next} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+        }
+        bomb.push_str("command: *h\n");
+        let started = std::time::Instant::now();
+        assert!(parse(&bomb).is_err());
+        assert!(parse(&format!("command: {}", "[".repeat(100_000))).is_err());
+        assert!(parse(&format!("env: {}", "{a: ".repeat(100_000))).is_err());
+        let e = parse(&format!("command: {}", "[".repeat(100_000))).unwrap_err();
+        assert!(e.contains("nest 100000 deep"), "{e}");
+        // At the limit the parser stays fast even for the largest spec.
+        let at_limit = format!("{}1{},", "[".repeat(15), "]".repeat(15));
+        let wide = format!(
+            "command: [{}]",
+            at_limit.repeat(super::MAX_SPEC_BYTES / at_limit.len() - 1)
+        );
+        assert!(parse(&wide).is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
 
     proptest! {

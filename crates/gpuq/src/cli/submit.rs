@@ -175,7 +175,16 @@ pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError>
         })?
         .to_string_lossy()
         .into_owned();
-    let env: BTreeMap<String, String> = std::env::vars()
+    // vars() would panic on a variable that is not UTF-8; such a one is left out, with a word.
+    let env: BTreeMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| match (k.into_string(), v.into_string()) {
+            (Ok(k), Ok(v)) => Some((k, v)),
+            (k, _) => {
+                let name = k.unwrap_or_else(|k| k.to_string_lossy().into_owned());
+                eprintln!("gpuq: warning: {name} is not UTF-8; the job does not get it");
+                None
+            }
+        })
         .filter(|(k, _)| !k.starts_with("GPUQ_"))
         .collect();
     let req = SubmitRequest {

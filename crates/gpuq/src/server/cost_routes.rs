@@ -72,6 +72,21 @@ pub async fn set_autostop(
     Json(req): Json<AutostopRequest>,
 ) -> ApiResult<Json<AutostopStatus>> {
     require_admin(&caller, "change autostop")?;
+    // Run by `sh -c`: one argument to exec.
+    if let Some(command) = &req.command {
+        use gpuq_core::limits::{arg_size, human_bytes, MAX_ARG_STRLEN};
+        if command.contains('\0') {
+            return Err(bad("command", "contains a NUL byte; remove it".into()));
+        }
+        if arg_size(command) > MAX_ARG_STRLEN {
+            let size = human_bytes(arg_size(command));
+            let limit = human_bytes(MAX_ARG_STRLEN);
+            return Err(bad(
+                "command",
+                format!("is {size}; the limit is {limit}; put it in a script"),
+            ));
+        }
+    }
     let cfg = if req.idle_after.trim() == "off" {
         None
     } else {

@@ -7,6 +7,7 @@ mod feed;
 pub mod identity;
 mod metrics;
 mod notify;
+mod rejections;
 mod routes;
 mod sampler;
 pub mod service;
@@ -84,6 +85,8 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
     Router::new()
         .route("/health", get(routes::health))
         .merge(api)
+        .layer(axum::extract::DefaultBodyLimit::max(rejections::MAX_BODY))
+        .layer(axum::middleware::from_fn(rejections::json_errors))
         .with_state(ctx)
 }
 

@@ -42,6 +42,17 @@ impl ApiError {
             },
         }
     }
+
+    /// An error blamed on one field of the request.
+    pub fn field(status: StatusCode, error: impl Into<String>, field: String) -> Self {
+        Self {
+            status,
+            body: ErrorBody {
+                error: error.into(),
+                field: Some(field),
+            },
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -91,15 +102,29 @@ pub async fn submit(
     Extension(caller): Extension<Caller>,
     body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<gpuq_core::Job>)> {
-    // Parsed here rather than by axum's extractor, so a bad body gets the API's
-    // error shape, with serde's words for what is wrong and where.
-    let req: SubmitRequest = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::new(
+    let req = parse_submit(&body)?;
+    Ok((StatusCode::CREATED, Json(ctx.service.submit(req, &caller)?)))
+}
+
+/// Parsed here rather than by axum's extractor, so a bad body gets the API's
+/// error shape, with serde's words for what is wrong and the field's path.
+fn parse_submit(body: &[u8]) -> ApiResult<SubmitRequest> {
+    let bad = |field: String, e: serde_json::Error| match field.as_str() {
+        "." => ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("invalid submit request: {e}"),
-        )
-    })?;
-    Ok((StatusCode::CREATED, Json(ctx.service.submit(req, &caller)?)))
+        ),
+        _ => ApiError::field(
+            StatusCode::BAD_REQUEST,
+            format!("invalid submit request: {field}: {e}"),
+            field,
+        ),
+    };
+    let mut json = serde_json::Deserializer::from_slice(body);
+    let req = serde_path_to_error::deserialize(&mut json)
+        .map_err(|e| bad(e.path().to_string(), e.into_inner()))?;
+    json.end().map_err(|e| bad(".".into(), e))?;
+    Ok(req)
 }
 
 /// Environment values are the owner's: others (not admins) see them masked.
@@ -254,6 +279,7 @@ pub async fn create_token(
             "user: give the user the token acts as",
         ));
     }
+    gpuq_core::limits::check_label(&req.user, "user").map_err(ServiceError::from)?;
     if !ctx.identity.may_act_for(&caller, &req.user) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,

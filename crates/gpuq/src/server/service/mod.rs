@@ -8,6 +8,7 @@
 pub mod costs;
 mod explain;
 mod housekeeping;
+mod input;
 pub mod monitoring;
 mod outcome;
 mod recovery;
@@ -244,6 +245,7 @@ impl Service {
 
     /// Queues a job for `caller` (an admin may submit on behalf of another user).
     pub fn submit(&self, req: SubmitRequest, caller: &Caller) -> Result<Job, ServiceError> {
+        input::validate_submit_request(&req)?;
         let spec = req.spec;
         spec.validate()?;
         let largest = self.largest_node_gpus();
