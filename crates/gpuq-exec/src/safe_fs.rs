@@ -293,7 +293,7 @@ pub fn check_trusted(path: &Path, uid: u32) -> Result<(), String> {
                 meta.uid()
             ));
         }
-        let sticky = meta.mode() & libc::S_ISVTX as u32 != 0;
+        let sticky = meta.mode() & 0o1000 != 0;
         if meta.mode() & 0o022 != 0 && !(meta.is_dir() && sticky && !first) {
             return Err(format!(
                 "{} is writable by group or others (mode {:o}): `chmod go-w {}`",
