@@ -57,6 +57,21 @@ fn a_daemon_without_gpus_says_how_to_try_the_tour_anyway() {
 }
 
 #[test]
+fn a_queued_gpu_job_that_meets_a_daemon_without_gpus_is_told_how_to_go_on() {
+    let mut d = Daemon::start("sim:1");
+    d.ok(&["drain"]);
+    let id = d.submit(&["--gpus", "1", "--", "true"]);
+    d.set_gpus("none");
+    d.restart();
+    d.ok(&["undrain"]);
+    let job = d.wait(id);
+    assert_eq!(job["state"], "failed", "{job}");
+    let reason = job["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("the largest node has 0"), "{job}");
+    assert!(reason.contains("`gpuq server --gpus sim:4`"), "{job}");
+}
+
+#[test]
 fn server_stop_stops_the_daemon_of_the_home_and_says_so() {
     let mut d = Daemon::start("sim:1");
     d.ok(&["ls"]);

@@ -205,6 +205,11 @@ impl Daemon {
         self.env.push((key.to_string(), value.to_string()));
     }
 
+    /// The `--gpus` of the daemon from its next start on.
+    pub fn set_gpus(&mut self, gpus: &str) {
+        self.gpus = gpus.to_string();
+    }
+
     pub fn restart(&mut self) {
         self.kill();
         self.spawn();

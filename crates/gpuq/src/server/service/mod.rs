@@ -39,6 +39,9 @@ use tokio::sync::{watch, Notify};
 
 /// Default time between SIGTERM and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// Said when a GPU job meets a daemon without GPUs (no driver, or `--gpus none`).
+const NO_GPUS_HINT: &str = "; this daemon has no GPUs (`gpuq gpus` says why): to try gpuq without \
+     real ones, `gpuq server stop`, then start the daemon with `gpuq server --gpus sim:4`";
 /// Pauses between tries to record an attempt's end that the store refused.
 const END_RETRY_FIRST: Duration = Duration::from_millis(500);
 const END_RETRY_MAX: Duration = Duration::from_secs(10);
@@ -269,12 +272,7 @@ impl Service {
         }
         if spec.gpus > largest {
             // A daemon without GPUs (no driver, or --gpus none) refuses every --gpus N: say how to try gpuq anyway.
-            let hint = if largest == 0 {
-                "; this daemon has no GPUs (`gpuq gpus` says why): to try gpuq without real ones, \
-                 `gpuq server stop`, then start the daemon with `gpuq server --gpus sim:4`"
-            } else {
-                ""
-            };
+            let hint = if largest == 0 { NO_GPUS_HINT } else { "" };
             return Err(SpecError::new(
                 "gpus",
                 format!(

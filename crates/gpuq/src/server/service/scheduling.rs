@@ -107,7 +107,15 @@ impl Service {
                         },
                         gpus,
                     }),
-                    Decision::Fail { job, reason } => fails.push((job, JobState::Failed, reason)),
+                    Decision::Fail { job, mut reason } => {
+                        // A queued GPU job on a daemon restarted without GPUs: say how to go on.
+                        if self.largest_node_gpus() == 0
+                            && reason.contains("the largest node has 0")
+                        {
+                            reason.push_str(super::NO_GPUS_HINT);
+                        }
+                        fails.push((job, JobState::Failed, reason))
+                    }
                     Decision::Preempt { job, for_job } => preemptions.push((job, for_job)),
                 }
             }
