@@ -234,8 +234,12 @@ impl LocalExecutor {
 
     /// True while the attempt's supervisor runs (it holds the attempt's lock).
     pub fn supervisor_alive(&self, job: JobId, attempt: u32) -> bool {
-        let Ok(file) = std::fs::File::open(self.job_dir(job).lock_file(attempt)) else {
-            return false;
+        let file = match std::fs::File::open(self.job_dir(job).lock_file(attempt)) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+            // Out of descriptors (or any other failure to look) is no sign of death:
+            // an attempt is never ended on a guess.
+            Err(_) => return true,
         };
         // SAFETY: flock on a descriptor we own; a successful probe is released when `file` drops.
         unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }

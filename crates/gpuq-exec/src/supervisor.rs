@@ -30,11 +30,27 @@ impl ExitRecord {
     }
 
     pub fn read(dir: &JobDir, attempt: u32) -> Option<ExitRecord> {
-        let bytes = Dir::open(dir.root())
-            .ok()?
-            .read_regular(&exit_record_name(attempt), MAX_RECORD_BYTES, None)
-            .ok()?;
-        serde_json::from_slice(&bytes).ok()
+        Self::load(dir, attempt).ok().flatten()
+    }
+
+    /// The record, `Ok(None)` when there is none (or it is not one), or the error
+    /// that kept it from being looked at: out of descriptors or memory says nothing
+    /// about how the attempt ended, and a caller should look again.
+    pub fn load(dir: &JobDir, attempt: u32) -> std::io::Result<Option<ExitRecord>> {
+        let transient = |e: &std::io::Error| {
+            matches!(
+                e.raw_os_error(),
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EINTR | libc::EAGAIN)
+            )
+        };
+        let bytes = match Dir::open(dir.root())
+            .and_then(|d| d.read_regular(&exit_record_name(attempt), MAX_RECORD_BYTES, None))
+        {
+            Ok(bytes) => bytes,
+            Err(e) if transient(&e) => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        Ok(serde_json::from_slice(&bytes).ok())
     }
 
     /// The reason shown to users: "exit 0", "exit 3", "killed by signal 9", …

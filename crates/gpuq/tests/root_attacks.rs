@@ -461,3 +461,108 @@ fn checkpoints_and_outputs_are_private_unless_a_project_group_shares_them() {
     let gid: u32 = stdout(&out).split(':').nth(2).unwrap().parse().unwrap();
     assert_eq!(meta.gid(), gid);
 }
+
+/// The daemon's pid, from its `daemon.json`.
+fn daemon_pid(d: &Daemon) -> i32 {
+    let text = std::fs::read_to_string(d.path().join("daemon.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["pid"]
+        .as_i64()
+        .unwrap() as i32
+}
+
+#[test]
+fn a_labmate_holding_connections_cannot_starve_the_daemon_of_descriptors() {
+    ensure_user(MATE);
+    ensure_user(OTHER);
+    let d = shared_daemon(&admin_config());
+    // As under systemd's default (LimitNOFILE soft 1024).
+    let limit = libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: 1024,
+    };
+    // SAFETY: plain syscall on our own child's pid with a valid struct.
+    let rc = unsafe {
+        libc::prlimit(
+            daemon_pid(&d),
+            libc::RLIMIT_NOFILE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    // The other user's job runs while the labmate floods the socket.
+    let out = as_user(&d, OTHER, &["submit", "--", "/bin/sleep", "4"]);
+    let job: u64 = succeeded(&out).trim().parse().unwrap();
+    d.wait_running(job);
+    let socket = d.path().join("gpuq.sock");
+    let script =
+        "use Socket; my @s; for (1..1200) { socket(my $s, PF_UNIX, SOCK_STREAM, 0) or last; \
+                  connect($s, pack_sockaddr_un($ARGV[0])) or last; push @s, $s } \
+                  $| = 1; print scalar(@s), \"\\n\"; sleep 30";
+    let mut flood = Command::new("runuser")
+        .args(["-u", MATE, "--", "/bin/sh", "-c"])
+        .arg("ulimit -n 4096; exec /usr/bin/perl -e \"$0\" \"$1\"")
+        .arg(script)
+        .arg(&socket)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(flood.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.trim().parse::<u32>().unwrap() > 1000,
+        "the flood opened {line}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let open = std::fs::read_dir(format!("/proc/{}/fd", daemon_pid(&d)))
+        .unwrap()
+        .count();
+    // Everyone else is still served, and a job that ended meanwhile ends as it did.
+    let answered = as_user(&d, OTHER, &["ls"]);
+    let ended = d.wait(job);
+    let _ = flood.kill();
+    let _ = flood.wait();
+    assert!(open < 300, "the daemon holds {open} descriptors");
+    succeeded(&answered);
+    assert_eq!(ended["state"], "succeeded", "{ended}");
+    // The labmate is told why a further connection is refused.
+    let mut held = Command::new("runuser")
+        .args(["-u", MATE, "--", "/usr/bin/perl", "-e"])
+        .arg("use Socket; my @s; for (1..64) { socket(my $s, PF_UNIX, SOCK_STREAM, 0); connect($s, pack_sockaddr_un($ARGV[0])); push @s, $s } $| = 1; print \"ok\\n\"; sleep 30")
+        .arg(&socket)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ok = String::new();
+    std::io::BufReader::new(held.stdout.take().unwrap())
+        .read_line(&mut ok)
+        .unwrap();
+    // Once the refused connections of the flood are answered, a further one is
+    // told why (over the socket, as the CLI's health check sees it).
+    let mut said = String::new();
+    let told = eventually(Duration::from_secs(10), || {
+        let refused = Command::new("runuser")
+            .args([
+                "-u",
+                MATE,
+                "--",
+                "curl",
+                "-sS",
+                "--max-time",
+                "5",
+                "--unix-socket",
+            ])
+            .arg(&socket)
+            .arg("http://gpuq/v1/jobs")
+            .output()
+            .unwrap();
+        said = format!("{} {}", stdout(&refused), stderr(&refused));
+        said.contains("64 connections open")
+    });
+    let _ = held.kill();
+    let _ = held.wait();
+    assert!(told, "{said}");
+}

@@ -346,12 +346,56 @@ fn bind_socket(path: &std::path::Path, multi_user: bool) -> Result<tokio::net::U
     Ok(listener)
 }
 
+/// Connections one account (not root, not the daemon's own) may hold open on the
+/// socket at once: plenty for `logs -f`, `events` and `top` in several terminals.
+/// Each costs the daemon a descriptor, and a daemon out of descriptors can neither
+/// answer anyone nor read its jobs' exit records.
+const MAX_CONNECTIONS_PER_USER: usize = 64;
+
+/// Open socket connections per uid; a connection's slot is given back when it ends.
+#[derive(Clone, Default)]
+struct OpenConnections(Arc<std::sync::Mutex<std::collections::HashMap<u32, usize>>>);
+
+struct ConnectionSlot {
+    open: OpenConnections,
+    uid: u32,
+}
+
+impl OpenConnections {
+    fn take(&self, uid: u32, limit: usize) -> Option<ConnectionSlot> {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(uid).or_insert(0);
+        if *n >= limit {
+            return None;
+        }
+        *n += 1;
+        Some(ConnectionSlot {
+            open: self.clone(),
+            uid,
+        })
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.uid);
+            }
+        }
+    }
+}
+
 /// Serves the API on the unix socket; each connection carries its peer's identity.
 async fn serve_socket(
     listener: tokio::net::UnixListener,
     app: Router,
     identity: Arc<identity::Identity>,
 ) {
+    let open = OpenConnections::default();
+    let refusing = Arc::new(tokio::sync::Semaphore::new(16));
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -364,11 +408,47 @@ async fn serve_socket(
         let Ok(cred) = stream.peer_cred() else {
             continue;
         };
-        let caller = identity.peer(cred.uid());
+        let uid = cred.uid();
+        let limit = if uid == 0 || uid == identity.owner_uid {
+            usize::MAX
+        } else {
+            MAX_CONNECTIONS_PER_USER
+        };
+        let Some(slot) = open.take(uid, limit) else {
+            // Answered without reading the request, then closed: the descriptor is
+            // free again at once, whatever the client does.
+            let body = format!(
+                "{{\"error\":\"{} already has {MAX_CONNECTIONS_PER_USER} connections open to this daemon, \
+                 the most one account may; close some (gpuq logs -f, gpuq events, gpuq top) and try again\"}}",
+                identity::user_name(uid)
+            );
+            let answer = format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            // Read the request first (a client that finds its connection closed before
+            // it wrote would not see the answer), briefly, and only a few such answers
+            // at once: the refused connections must not hold descriptors themselves.
+            if let Ok(permit) = refusing.clone().try_acquire_owned() {
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let _permit = permit;
+                    let mut stream = stream;
+                    let mut buf = vec![0u8; 16 * 1024];
+                    let second = std::time::Duration::from_secs(1);
+                    let _ = tokio::time::timeout(second, stream.read(&mut buf)).await;
+                    let _ = tokio::time::timeout(second, stream.write_all(answer.as_bytes())).await;
+                });
+            }
+            continue;
+        };
+        let caller = identity.peer(uid);
         let service = hyper_util::service::TowerToHyperService::new(
             app.clone().layer(axum::Extension(caller)),
         );
         tokio::spawn(async move {
+            let _slot = slot;
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(io, service)

@@ -287,7 +287,23 @@ impl Service {
         let this = Arc::clone(self);
         tokio::spawn(async move {
             let _ = child.wait().await;
-            let record = ExitRecord::read(&this.executor.job_dir(id), attempt);
+            // A daemon short of descriptors cannot open the record for a while; the
+            // attempt ends only once the record was looked at, never as "died
+            // without recording" because of the daemon's own trouble.
+            let dir = this.executor.job_dir(id);
+            let mut pause = std::time::Duration::from_millis(100);
+            let record = loop {
+                match ExitRecord::load(&dir, attempt) {
+                    Ok(record) => break record,
+                    Err(e) => {
+                        tracing::warn!(
+                            "job {id} attempt {attempt}: cannot read its exit record yet ({e}); retrying"
+                        );
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(std::time::Duration::from_secs(5));
+                    }
+                }
+            };
             this.attempt_ended(id, attempt, record);
         });
     }
