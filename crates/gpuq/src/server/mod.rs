@@ -91,6 +91,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
 }
 
 pub fn run(mut opts: ServerOptions) -> Result<()> {
+    raise_descriptor_limit();
     std::fs::create_dir_all(&opts.home)
         .with_context(|| format!("cannot create GPUQ_HOME {}", opts.home.display()))?;
     // Absolute and without links from here on: the supervisors and every record
@@ -113,6 +114,20 @@ pub fn run(mut opts: ServerOptions) -> Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(serve(opts))
+}
+
+/// Every connection, log stream and job record costs a descriptor: take the
+/// hard limit as the soft one (systemd's default soft limit, 1024, is for
+/// programs that still use select(2); this one does not).
+fn raise_descriptor_limit() {
+    // SAFETY: getrlimit/setrlimit on our own process with a struct we own.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }
 
 /// One daemon per home: an exclusive lock held for the daemon's life.
