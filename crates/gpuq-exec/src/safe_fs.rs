@@ -248,32 +248,73 @@ pub fn read_as(
 }
 
 /// Whether `account` may enter `dir`, found out with that account's own rights
-/// (a short-lived child drops to it, then tries the `chdir`), so the answer says
-/// nothing the account could not have seen itself.
+/// (a short-lived child drops to it, then `env --chdir` tries), so the answer says
+/// nothing the account could not have seen itself. The `chdir` happens after the
+/// exec, so a directory on a mount that never answers (a hung NFS or FUSE server)
+/// costs the caller at most `ENTER_TIMEOUT`.
 pub fn can_enter_as(dir: &Path, account: &crate::RunAs) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
-    let c = cstr(dir.as_os_str())?;
     let (uid, gid, groups) = (account.uid, account.gid, account.groups.clone());
-    let mut cmd = std::process::Command::new("/bin/true");
-    cmd.env_clear()
+    let mut chdir = std::ffi::OsString::from("--chdir=");
+    chdir.push(dir.as_os_str());
+    let mut cmd = std::process::Command::new("/usr/bin/env");
+    cmd.arg("-i")
+        .arg(chdir)
+        .arg("/bin/true")
+        .env_clear()
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(std::process::Stdio::piped());
     // SAFETY: only async-signal-safe calls on data captured before the fork.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setgroups(groups.len(), groups.as_ptr()) != 0
                 || libc::setgid(gid) != 0
                 || libc::setuid(uid) != 0
-                || libc::chdir(c.as_ptr()) != 0
             {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
     }
-    cmd.spawn()?.wait().map(drop)
+    let mut child = cmd.spawn()?;
+    let deadline = std::time::Instant::now() + ENTER_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("{} did not answer within {ENTER_TIMEOUT:?}", dir.display()),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let mut said = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut said);
+    }
+    // env says "cannot change directory to 'D': <strerror>".
+    let why = said.trim().rsplit(": ").next().unwrap_or("").to_string();
+    Err(match why.as_str() {
+        "Permission denied" => std::io::Error::from_raw_os_error(libc::EACCES),
+        "No such file or directory" => std::io::Error::from_raw_os_error(libc::ENOENT),
+        "Not a directory" => std::io::Error::from_raw_os_error(libc::ENOTDIR),
+        _ => std::io::Error::other(if why.is_empty() {
+            "cannot enter it".into()
+        } else {
+            why
+        }),
+    })
 }
+
+/// How long `can_enter_as` waits for a directory to answer.
+const ENTER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Checks that no account but `uid` (or root) can change what `path` names: the
 /// path and every directory above it belong to `uid` or root, and none is

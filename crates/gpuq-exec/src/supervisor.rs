@@ -180,20 +180,31 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             return finish(&dir, attempt, ExitRecord::spawn_failed(why, now_ms()));
         }
     }
-    if let Some(c) = s.credentials.clone() {
-        // SAFETY: setgroups/setgid/setuid are async-signal-safe and use only data
-        // captured before the fork. Groups and gid go first, while still root.
-        unsafe {
-            cmd.pre_exec(move || {
+    let credentials = s.credentials.clone();
+    // SAFETY: setgroups/setgid/setuid/close_range are async-signal-safe and use only
+    // data captured before the fork. Groups and gid go first, while still root.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(c) = &credentials {
                 if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
                     || libc::setgid(c.gid) != 0
                     || libc::setuid(c.uid) != 0
                 {
                     return Err(std::io::Error::last_os_error());
                 }
-                Ok(())
-            });
-        }
+            }
+            // A descriptor the daemon inherited without close-on-exec (a pipe of the
+            // shell that started it) must not reach the job: mark every one above
+            // stdio close-on-exec (not closed: the spawn's own error pipe is among them).
+            // An old kernel without close_range leaves them as they are.
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
+            Ok(())
+        });
     }
     let record = match cmd.spawn() {
         Err(e) => {

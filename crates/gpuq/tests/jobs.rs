@@ -428,3 +428,53 @@ fn a_running_job_survives_a_daemon_kill_and_its_end_is_recorded() {
         "its GPU stayed held until it really ended"
     );
 }
+
+#[test]
+fn a_descriptor_the_daemon_inherited_does_not_reach_jobs() {
+    // The daemon is started by a shell that leaves descriptor 9 open to a file.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("gpuq.toml"), as_tests_config("")).unwrap();
+    std::fs::write(home.path().join("private"), "the daemon's").unwrap();
+    let mut server = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "exec 9<'{}'; exec '{GPUQ}' server --gpus none --listen 127.0.0.1:0",
+            home.path().join("private").display()
+        ))
+        .env("GPUQ_HOME", home.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || home
+        .path()
+        .join("daemon.json")
+        .exists()));
+    let out = std::process::Command::new(GPUQ)
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "ls /proc/self/fd; cat <&9 && echo READ",
+        ])
+        .env("GPUQ_HOME", home.path())
+        .env("GPUQ_NO_AUTOSTART", "1")
+        .env_remove("GPUQ_URL")
+        .output()
+        .unwrap();
+    // SAFETY: ending the daemon this test started.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let _ = server.wait();
+    let log = stdout(&out);
+    assert!(
+        log.lines().any(|l| l.trim() == "2"),
+        "the job ran and listed its descriptors: {log} {}",
+        stderr(&out)
+    );
+    assert!(
+        !log.contains("READ"),
+        "the job read the daemon's descriptor: {log}"
+    );
+    assert!(!log.lines().any(|l| l.trim() == "9"), "{log}");
+}

@@ -562,7 +562,15 @@ fn a_labmate_holding_connections_cannot_starve_the_daemon_of_descriptors() {
         said = format!("{} {}", stdout(&refused), stderr(&refused));
         said.contains("64 connections open")
     });
+    // And gpuq itself says so, instead of "no daemon" or trying to start one.
+    let cli = as_user(&d, MATE, &["ls"]);
     let _ = held.kill();
     let _ = held.wait();
     assert!(told, "{said}");
+    assert_eq!(cli.status.code(), Some(1), "{}", stderr(&cli));
+    assert!(
+        stderr(&cli).contains("64 connections open"),
+        "{}",
+        stderr(&cli)
+    );
 }

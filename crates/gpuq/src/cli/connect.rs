@@ -14,7 +14,7 @@ pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
         let token = home::read_token(&home).unwrap_or_default();
         return Ok(Client::new(&url, &token));
     }
-    if let Some(client) = running_daemon(&home).await {
+    if let Some(client) = running_daemon(&home).await? {
         return Ok(client);
     }
     if std::env::var("GPUQ_NO_AUTOSTART").is_ok_and(|v| v == "1") {
@@ -26,7 +26,7 @@ pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
     let pid = start_daemon(&home)?;
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
-        if let Some(client) = running_daemon(&home).await {
+        if let Some(client) = running_daemon(&home).await? {
             say_started(&client, &home, pid).await;
             return Ok(client);
         }
@@ -38,22 +38,28 @@ pub async fn connect(url: Option<String>) -> Result<Client, CliError> {
     )))
 }
 
-async fn running_daemon(home: &std::path::Path) -> Option<Client> {
+/// The daemon of `home` if one answers; an error when one answers but refuses
+/// (it runs: starting another would only fail on its lock).
+async fn running_daemon(home: &std::path::Path) -> Result<Option<Client>, CliError> {
     // The unix socket first: the daemon knows who we are without a token (and a
     // daemon run as root for everyone has a token only root can read).
     let socket = home::socket_path(home);
     if socket.exists() {
         let token = home::read_token(home).unwrap_or_default();
         let client = Client::unix(&socket, &token);
-        if client.health().await.is_ok() {
-            return Some(client);
+        match client.health().await {
+            Ok(()) => return Ok(Some(client)),
+            Err(e @ gpuq_api::ApiError::Refused { .. }) => {
+                return Err(CliError::failure(e.to_string()))
+            }
+            Err(_) => {}
         }
     }
-    let daemon = DaemonFile::read(home)?;
-    let token = home::read_token(home)?;
+    let Some((daemon, token)) = DaemonFile::read(home).zip(home::read_token(home)) else {
+        return Ok(None);
+    };
     let client = Client::new(&daemon.url, &token);
-    client.health().await.ok()?;
-    Some(client)
+    Ok(client.health().await.is_ok().then_some(client))
 }
 
 /// What was started, and with how many GPUs: a daemon without any refuses every
