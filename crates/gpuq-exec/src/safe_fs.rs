@@ -179,8 +179,6 @@ pub fn read_as(
     max: u64,
     timeout: std::time::Duration,
 ) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::process::CommandExt;
-    let (uid, gid, groups) = (account.uid, account.gid, account.groups.clone());
     // `dd` with a byte count reads no more than asked, however long the file is.
     let mut cmd = std::process::Command::new("/bin/dd");
     cmd.arg(format!("if={}", path.display()))
@@ -191,20 +189,8 @@ pub fn read_as(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    // SAFETY: only async-signal-safe calls on data captured before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                || libc::setgid(gid) != 0
-                || libc::setuid(uid) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     let meta_path = path.to_path_buf();
-    let mut child = cmd.spawn()?;
+    let mut child = spawn_as(&mut cmd, account)?;
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let reader = std::thread::spawn(move || {
@@ -214,24 +200,12 @@ pub fn read_as(
         let _ = stderr.read_to_string(&mut err);
         read.map(|_| (out, err))
     });
-    let deadline = std::time::Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "{}: took longer than {timeout:?} to read",
-                    meta_path.display()
-                ),
-            ));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
+    let status = wait_for(child, timeout, || {
+        format!(
+            "{}: took longer than {timeout:?} to read",
+            meta_path.display()
+        )
+    })?;
     let (out, err) = reader
         .join()
         .map_err(|_| std::io::Error::other("the reader thread panicked"))??;
@@ -253,8 +227,6 @@ pub fn read_as(
 /// exec, so a directory on a mount that never answers (a hung NFS or FUSE server)
 /// costs the caller at most `ENTER_TIMEOUT`.
 pub fn can_enter_as(dir: &Path, account: &crate::RunAs) -> std::io::Result<()> {
-    use std::os::unix::process::CommandExt;
-    let (uid, gid, groups) = (account.uid, account.gid, account.groups.clone());
     let mut chdir = std::ffi::OsString::from("--chdir=");
     chdir.push(dir.as_os_str());
     let mut cmd = std::process::Command::new("/usr/bin/env");
@@ -265,38 +237,16 @@ pub fn can_enter_as(dir: &Path, account: &crate::RunAs) -> std::io::Result<()> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
-    // SAFETY: only async-signal-safe calls on data captured before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                || libc::setgid(gid) != 0
-                || libc::setuid(uid) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn()?;
-    let deadline = std::time::Instant::now() + ENTER_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("{} did not answer within {ENTER_TIMEOUT:?}", dir.display()),
-            ));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    };
+    let mut child = spawn_as(&mut cmd, account)?;
+    let stderr = child.stderr.take();
+    let status = wait_for(child, ENTER_TIMEOUT, || {
+        format!("{} did not answer within {ENTER_TIMEOUT:?}", dir.display())
+    })?;
     if status.success() {
         return Ok(());
     }
     let mut said = String::new();
-    if let Some(mut err) = child.stderr.take() {
+    if let Some(mut err) = stderr {
         let _ = err.read_to_string(&mut said);
     }
     // env says "cannot change directory to 'D': <strerror>".
@@ -311,6 +261,49 @@ pub fn can_enter_as(dir: &Path, account: &crate::RunAs) -> std::io::Result<()> {
             why
         }),
     })
+}
+
+/// Spawns `cmd` as `account`: supplementary groups, gid, then uid, before the exec.
+fn spawn_as(
+    cmd: &mut std::process::Command,
+    account: &crate::RunAs,
+) -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let (uid, gid, groups) = (account.uid, account.gid, account.groups.clone());
+    // SAFETY: only async-signal-safe calls on data captured before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Waits for `child` at most `timeout`; past it the child is killed and reaped
+/// on a thread of its own (it may be stuck in the kernel), and the error says `what`.
+fn wait_for(
+    mut child: std::process::Child,
+    timeout: std::time::Duration,
+    what: impl FnOnce() -> String,
+) -> std::io::Result<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            std::thread::spawn(move || child.wait());
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, what()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
 }
 
 /// How long `can_enter_as` waits for a directory to answer.

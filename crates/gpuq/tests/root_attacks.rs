@@ -574,3 +574,57 @@ fn a_labmate_holding_connections_cannot_starve_the_daemon_of_descriptors() {
         stderr(&cli)
     );
 }
+
+#[test]
+fn a_schedules_spec_is_read_with_its_users_rights() {
+    let mate_uid = ensure_user(MATE);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Root's secret spec, and the user's link to it.
+    let secret = dir.path().join("secret.yaml");
+    std::fs::write(&secret, "name: stolen\ncommand: [\"true\"]\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = dir.path().join("link.yaml");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    let own = dir.path().join("own.yaml");
+    std::fs::write(&own, "name: mine\ncommand: [\"id\", \"-u\"]\n").unwrap();
+    std::os::unix::fs::chown(&own, Some(mate_uid), None).unwrap();
+    let every_second = |name: &str, spec: &std::path::Path| {
+        format!(
+            "[[schedules]]\nname = \"{name}\"\ncron = \"* * * * * *\"\naction = \"submit\"\nspec = \"{}\"\nuser = \"{MATE}\"\n",
+            spec.display()
+        )
+    };
+    let d = shared_daemon(&format!(
+        "{}{}",
+        every_second("via-link", &link),
+        every_second("own", &own)
+    ));
+    let names = || -> Vec<String> {
+        d.json(&["ls", "--json"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert!(eventually(Duration::from_secs(10), || names()
+        .iter()
+        .any(|n| n == "mine")));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!names().iter().any(|n| n == "stolen"), "{:?}", names());
+    let mine = d.json(&["ls", "--json"]);
+    let job = mine
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "mine")
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    d.wait(job);
+    assert_eq!(
+        d.ok(&["logs", &job.to_string()]).trim(),
+        mate_uid.to_string()
+    );
+}
