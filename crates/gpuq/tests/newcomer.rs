@@ -9,19 +9,8 @@ use std::time::Duration;
 /// The cell under `column` in the `ls` row of job `id` (columns found from the header).
 fn ls_cell(table: &str, id: u64, column: &str) -> String {
     let header = table.lines().next().expect("a header");
-    let names = [
-        "ID",
-        "NAME",
-        "USER",
-        "STATE",
-        "GPUS",
-        "PRIO",
-        "SUBMITTED",
-        "RUNTIME",
-        "COST",
-        "COMMAND",
-        "REASON",
-    ];
+    // Every column name is one word: the header says which there are.
+    let names: Vec<&str> = header.split_whitespace().collect();
     let starts: Vec<usize> = names.iter().map(|n| header.find(n).unwrap()).collect();
     let i = names.iter().position(|n| *n == column).unwrap();
     let row = table

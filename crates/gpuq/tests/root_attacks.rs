@@ -266,23 +266,7 @@ fn a_relative_home_and_planted_links_never_redirect_roots_writes() {
     ] {
         std::os::unix::fs::symlink(&victim, bait.join(name)).unwrap();
     }
-    let run = Command::new("runuser")
-        .args([
-            "-u",
-            MATE,
-            "--",
-            "env",
-            "-u",
-            "GPUQ_URL",
-            "-u",
-            "GPUQ_TOKEN",
-        ])
-        .arg(format!("GPUQ_HOME={}", home.display()))
-        .arg("GPUQ_NO_AUTOSTART=1")
-        .args([GPUQ, "run", "--", "true"])
-        .current_dir(work.path())
-        .output()
-        .unwrap();
+    let run = as_user_in(&home, MATE, work.path(), &["run", "--", "true"]);
     assert!(run.status.success(), "{}", stderr(&run));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's");
     assert!(

@@ -393,6 +393,11 @@ pub fn ensure_user(name: &str) -> u32 {
 
 /// Runs gpuq as a local user, through the daemon's unix socket (no token).
 pub fn as_user(d: &Daemon, user: &str, args: &[&str]) -> Output {
+    as_user_in(d.path(), user, Path::new("/tmp"), args)
+}
+
+/// Runs gpuq as a local user for the daemon of `home`, from the directory `cwd`.
+pub fn as_user_in(home: &Path, user: &str, cwd: &Path, args: &[&str]) -> Output {
     Command::new("runuser")
         .args([
             "-u",
@@ -404,12 +409,12 @@ pub fn as_user(d: &Daemon, user: &str, args: &[&str]) -> Output {
             "-u",
             "GPUQ_TOKEN",
         ])
-        .arg(format!("GPUQ_HOME={}", d.path().display()))
+        .arg(format!("GPUQ_HOME={}", home.display()))
         .arg("GPUQ_NO_AUTOSTART=1")
         .arg("NO_COLOR=1")
         .arg(GPUQ)
         .args(args)
-        .current_dir("/tmp")
+        .current_dir(cwd)
         .output()
         .unwrap()
 }
