@@ -1,9 +1,11 @@
 //! The gpuq HTTP/JSON API: the types both sides exchange, and the client used by
-//! the CLI. The server lives in the `gpuq` binary; the OpenAPI document is
+//! the CLI. The server is `gpuq-server`; the OpenAPI document is
 //! `docs/openapi.json`.
 
 mod client;
+pub mod home;
 pub mod openapi;
+pub mod spec_file;
 
 pub use client::{ApiError, Client, LogChunk};
 

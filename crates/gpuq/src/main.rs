@@ -1,11 +1,6 @@
 //! gpuq: the daemon, the CLI and the per-job supervisor, in one binary.
 
 mod cli;
-mod config;
-mod home;
-mod pricing;
-mod server;
-mod spec_file;
 
 use clap::Parser;
 

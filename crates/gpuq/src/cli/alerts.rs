@@ -2,7 +2,7 @@
 
 use super::output::{ago, print_json, print_table};
 use super::CmdResult;
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_api::Client;
 
 #[derive(clap::Args, Debug)]

@@ -52,7 +52,7 @@ fn describe(s: &AutostopStatus) -> String {
     let idle = match s.idle_since {
         Some(t) => format!(
             "; idle for {}",
-            super::output::span(crate::home::now_ms() - t)
+            super::output::span(gpuq_api::home::now_ms() - t)
         ),
         None => "; busy now".into(),
     };

@@ -2,7 +2,7 @@
 //! started in the background when none answers (unless `GPUQ_NO_AUTOSTART=1`).
 
 use super::CliError;
-use crate::home::{self, DaemonFile};
+use gpuq_api::home::{self, DaemonFile};
 use gpuq_api::Client;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;

@@ -5,7 +5,7 @@ use super::output::{
     shorten, span, terminal_width,
 };
 use super::{CliError, CmdResult};
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_api::Client;
 use gpuq_core::JobState;
 

@@ -34,7 +34,7 @@ pub async fn run(client: &Client, args: SchedulesArgs) -> CmdResult {
                 action,
                 s.next_local.join(", "),
                 s.last_run
-                    .map(|t| super::output::ago(t, crate::home::now_ms()))
+                    .map(|t| super::output::ago(t, gpuq_api::home::now_ms()))
                     .unwrap_or_else(|| "-".into()),
             ]
         })

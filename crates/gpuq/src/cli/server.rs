@@ -2,7 +2,7 @@
 //! the daemon of `GPUQ_HOME`.
 
 use super::{CliError, CmdResult};
-use crate::home::{self, DaemonFile};
+use gpuq_api::home::{self, DaemonFile};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -42,15 +42,15 @@ pub fn run(args: ServerArgs) -> CmdResult {
         .parse()
         .map_err(|e: gpuq_gpu::GpuSourceError| CliError::usage(e.to_string()))?;
     let home = home::resolve_home();
-    let config =
-        crate::config::Config::load(args.config.as_deref(), &home).map_err(CliError::usage)?;
-    let pricing = crate::pricing::Pricing::resolve(&config.cost).map_err(CliError::usage)?;
+    let config = gpuq_server::config::Config::load(args.config.as_deref(), &home)
+        .map_err(CliError::usage)?;
+    let pricing = gpuq_server::pricing::Pricing::resolve(&config.cost).map_err(CliError::usage)?;
     init_logging();
     let config_path = args
         .config
         .clone()
         .unwrap_or_else(|| home.join("gpuq.toml"));
-    let opts = crate::server::ServerOptions {
+    let opts = gpuq_server::ServerOptions {
         pricing,
         config,
         config_path,
@@ -59,7 +59,7 @@ pub fn run(args: ServerArgs) -> CmdResult {
         slots: args.slots,
         home,
     };
-    crate::server::run(opts).map_err(|e| CliError::failure(format!("{e:#}")))?;
+    gpuq_server::run(opts).map_err(|e| CliError::failure(format!("{e:#}")))?;
     Ok(0)
 }
 

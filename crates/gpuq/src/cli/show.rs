@@ -2,7 +2,7 @@
 
 use super::output::{ago, colour_enabled, gpu_list, paint_state, print_json, span};
 use super::{parse_id, CmdResult};
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_api::Client;
 
 #[derive(clap::Args, Debug)]

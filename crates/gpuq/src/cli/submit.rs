@@ -1,7 +1,7 @@
 //! `gpuq submit`: flags or a spec file into a queued job.
 
 use super::{CliError, CmdResult};
-use crate::spec_file;
+use gpuq_api::spec_file;
 use gpuq_api::{Client, SubmitRequest};
 use gpuq_core::{DurationSpec, Job, JobSpec, Priority};
 use std::collections::BTreeMap;
@@ -191,7 +191,7 @@ pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError>
         spec,
         cwd,
         env,
-        user: crate::home::current_user(),
+        user: gpuq_api::home::current_user(),
         idempotency_key: args.idempotency_key.clone(),
     };
     Ok(client.submit(&req).await?)

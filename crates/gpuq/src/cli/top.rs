@@ -6,7 +6,7 @@
 
 use super::output::span;
 use super::{CliError, CmdResult};
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_api::{Client, GpuHistory, GpuStatus};
 use gpuq_core::{Job, JobId, JobState};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};

@@ -7,7 +7,7 @@
 
 use super::stop::{Stop, StopCause, StopStep};
 use super::Service;
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_core::JobId;
 use gpuq_exec::slurm::{SlurmStatus, SlurmSubmit};
 use gpuq_exec::{ExitRecord, LaunchRequest};

@@ -12,7 +12,7 @@
 
 use super::stop::{Stop, StopCause, StopStep};
 use super::{pending_of, RunningAttempt, Service, DEFAULT_GRACE};
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_core::{JobId, JobState};
 use gpuq_exec::ExitRecord;
 use gpuq_store::{AttemptEnd, StoreError};

@@ -4,8 +4,8 @@
 
 use super::Service;
 use crate::config::{AutostopConfig, ScheduleAction, ScheduleConfig};
-use crate::home::now_ms;
 use crate::pricing::Pricing;
+use gpuq_api::home::now_ms;
 use gpuq_api::{AutostopStatus, ScheduleInfo, SubmitRequest};
 use gpuq_core::alerts::{AlertKind, NewAlert};
 use gpuq_core::cron::Cron;
@@ -208,7 +208,7 @@ impl Service {
         };
         let text =
             String::from_utf8(text).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
-        crate::spec_file::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        gpuq_api::spec_file::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     pub fn schedules(&self) -> Vec<ScheduleInfo> {

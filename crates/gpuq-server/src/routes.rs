@@ -186,7 +186,7 @@ pub async fn list(
         limit: q.limit,
     };
     let jobs = ctx.service.with_store(|s| s.list(&filter))?;
-    let now = crate::home::now_ms();
+    let now = gpuq_api::home::now_ms();
     Ok(Json(
         jobs.into_iter()
             .map(|mut j| {
@@ -204,7 +204,8 @@ pub async fn show(
 ) -> ApiResult<Json<JobDetail>> {
     // Everyone may see the queue; environment values stay with the owner.
     let mut job = redact(ctx.service.job(id)?, &caller);
-    ctx.service.add_live_state(&mut job, crate::home::now_ms());
+    ctx.service
+        .add_live_state(&mut job, gpuq_api::home::now_ms());
     let (attempts, events) = ctx
         .service
         .with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;

@@ -1,7 +1,6 @@
 //! The data directory (`GPUQ_HOME`) and the files in it that clients and the
 //! daemon share: the API token and the running daemon's address.
 
-use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -74,7 +73,7 @@ impl DaemonFile {
 }
 
 /// Reads the token, creating it (random, mode 0600) on first start.
-pub fn load_or_create_token(home: &Path) -> Result<String> {
+pub fn load_or_create_token(home: &Path) -> std::io::Result<String> {
     let path = token_path(home);
     if let Ok(t) = std::fs::read_to_string(&path) {
         let t = t.trim().to_string();
@@ -83,8 +82,9 @@ pub fn load_or_create_token(home: &Path) -> Result<String> {
         }
     }
     let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes)
-        .map_err(|e| anyhow::anyhow!("cannot get random bytes for the API token: {e}"))?;
+    getrandom::getrandom(&mut bytes).map_err(|e| {
+        std::io::Error::other(format!("cannot get random bytes for the API token: {e}"))
+    })?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let tmp = path.with_extension("tmp");
     {
@@ -95,12 +95,16 @@ pub fn load_or_create_token(home: &Path) -> Result<String> {
             .truncate(true)
             .mode(0o600)
             .open(&tmp)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
+            .map_err(|e| annotate(e, &tmp))?;
         f.write_all(token.as_bytes())?;
         f.sync_all()?;
     }
-    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| annotate(e, &path))?;
     Ok(token)
+}
+
+fn annotate(e: std::io::Error, path: &Path) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
 }
 
 pub fn read_token(home: &Path) -> Option<String> {

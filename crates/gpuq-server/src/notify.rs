@@ -40,7 +40,7 @@ pub fn spawn(hooks: Vec<WebhookConfig>, node: String) -> Option<mpsc::UnboundedS
 }
 
 async fn deliver(client: &reqwest::Client, hook: &WebhookConfig, alert: &Alert, node: &str) {
-    let now = crate::home::now_ms();
+    let now = gpuq_api::home::now_ms();
     let (url, body) = request(hook, alert, node, now);
     for attempt in 1..=ATTEMPTS {
         let sent = client.post(&url).json(&body).send().await;

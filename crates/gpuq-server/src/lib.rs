@@ -2,20 +2,22 @@
 //! previous daemon left running, then serves the API and runs the scheduler.
 
 mod auth;
+pub mod config;
 mod cost_routes;
 mod feed;
 pub mod identity;
 mod metrics;
 mod notify;
+pub mod pricing;
 mod rejections;
 mod routes;
 mod sampler;
 pub mod service;
 
-use crate::home::{self, DaemonFile};
 use anyhow::{bail, Context, Result};
 use axum::routing::{get, post};
 use axum::Router;
+use gpuq_api::home::{self, DaemonFile};
 use gpuq_api::ServerInfo;
 use gpuq_exec::LocalExecutor;
 use gpuq_gpu::GpuSource;

@@ -6,7 +6,7 @@
 
 use super::service::monitoring::OnGpus;
 use super::service::Service;
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_core::JobId;
 use gpuq_gpu::{GpuInfo, GpuSource, SimLoad, Telemetry};
 use std::collections::HashMap;

@@ -4,7 +4,7 @@
 //! store, then delivered (log, webhooks) and streamed.
 
 use super::{Inner, Service};
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_api::GpuHistory;
 use gpuq_core::alerts::{Alert, Detectors, JobOnGpus, NewAlert, Thresholds};
 use gpuq_core::telemetry::{GpuProcess, GpuReading, History, HistoryPoint, JobGpuUsage, Retention};

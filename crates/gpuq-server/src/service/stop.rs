@@ -2,7 +2,7 @@
 //! the grace period → SIGKILL. The cause is committed before the first signal.
 
 use super::Service;
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_core::{EarlySignal, JobId};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 
 use super::stop::StopCause;
 use super::{dependency_state, running_snapshot, Inner, RunningAttempt, Service, DEFAULT_GRACE};
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_core::{schedule, Decision, Job, JobId, JobState, Millis, ScheduleInput};
 use gpuq_exec::{ExitRecord, LaunchRequest};
 use gpuq_store::StartRecord;

@@ -3,7 +3,7 @@
 //! from "job 7 " ("job 7 is held by ana; …"), as `gpuq explain` prints it.
 
 use super::{Inner, Service, ServiceError};
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_core::{JobId, JobState, Millis, WaitReason};
 use std::collections::HashMap;
 

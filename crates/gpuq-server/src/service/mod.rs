@@ -19,7 +19,7 @@ mod usage;
 
 use super::identity::{Caller, Identity};
 use crate::config::Config;
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_api::{GpuStatus, SubmitRequest};
 use gpuq_core::scheduler::Policy;
 use gpuq_core::scheduler::QueueKey;

@@ -152,7 +152,7 @@ pub async fn metrics(State(ctx): State<AppState>) -> ApiResult<impl IntoResponse
         let n = counters.alerts.get(kind.as_str()).copied().unwrap_or(0);
         let _ = writeln!(out, "gpuq_alerts_total{{kind=\"{}\"}} {n}", kind.as_str());
     }
-    let now = crate::home::now_ms();
+    let now = gpuq_api::home::now_ms();
     let costs = {
         let service = service.clone();
         tokio::task::spawn_blocking(move || {

@@ -385,7 +385,7 @@ impl Service {
 
     /// Right-sizing advice for a job from its telemetry and the catalog.
     pub fn advice(&self, id: JobId) -> Result<gpuq_core::advice::Advice, ServiceError> {
-        let now = crate::home::now_ms();
+        let now = gpuq_api::home::now_ms();
         let mut job = self.job(id)?;
         self.add_live_state(&mut job, now);
         let attempts = self.with_store(|s| s.attempts(id))?;

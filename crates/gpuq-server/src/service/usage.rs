@@ -6,7 +6,7 @@
 //! only when usage is added, never by the mere passing of time.
 
 use super::{Inner, Service, ServiceError};
-use crate::home::now_ms;
+use gpuq_api::home::now_ms;
 use gpuq_api::{ProjectUsage, Usage, UserUsage};
 use gpuq_core::Millis;
 use std::collections::{BTreeMap, HashMap};
