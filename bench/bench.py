@@ -21,7 +21,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GPUQ = os.path.join(ROOT, "target", "release", "gpuq")
+# GPUQ_BIN: another build (e.g. the previous commit's, for a before/after table).
+GPUQ = os.environ.get("GPUQ_BIN") or os.path.join(ROOT, "target", "release", "gpuq")
 TRUE = shutil.which("true") or "/bin/true"
 
 

@@ -37,6 +37,19 @@ impl JobDir {
     pub fn lock_file(&self, attempt: u32) -> PathBuf {
         self.root.join(format!("attempt-{attempt}.lock"))
     }
+    /// The last `max` bytes of an attempt's log, for classifying failures.
+    pub fn log_tail(&self, attempt: u32, max: u64) -> String {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(self.log(attempt)) else {
+            return String::new();
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(max)));
+        let mut buf = Vec::new();
+        let _ = f.take(max).read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+
     pub fn checkpoints(&self) -> PathBuf {
         self.root.join("checkpoints")
     }

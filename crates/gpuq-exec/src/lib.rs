@@ -1,16 +1,25 @@
-//! Backends that run jobs: Slurm (`slurm.rs`), and the local executor, which starts each attempt
+//! Backends that run jobs, behind one trait (`backend.rs`): Slurm
+//! (`slurm.rs` its commands, `slurm_cluster.rs` the backend), and the local executor, which starts each attempt
 //! under a small supervisor process (`gpuq __supervise`) that owns the job's
 //! process group and records its exit status on disk, so a job outlives a
 //! daemon restart and its end is never missed.
 
+pub mod backend;
 pub mod layout;
 pub mod local;
+mod local_backend;
 pub mod safe_fs;
 pub mod slurm;
+pub mod slurm_cluster;
 pub mod supervisor;
 
+pub use backend::{
+    AttemptEvent, Backend, BackendInfo, EventSink, Launch, OutsideEnd, Reattached, Recorded,
+};
 pub use layout::JobDir;
 pub use local::{LaunchRequest, LocalExecutor};
+pub use local_backend::LocalBackend;
+pub use slurm_cluster::SlurmCluster;
 pub use supervisor::{supervise, Credentials, ExitRecord, Supervision};
 
 /// The local account a job runs as, when the daemon runs as root for several users.

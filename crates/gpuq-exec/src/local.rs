@@ -234,30 +234,8 @@ impl LocalExecutor {
 
     /// True while the attempt's supervisor runs (it holds the attempt's lock).
     pub fn supervisor_alive(&self, job: JobId, attempt: u32) -> bool {
-        let file = match std::fs::File::open(self.job_dir(job).lock_file(attempt)) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
-            // Out of descriptors (or any other failure to look) is no sign of death:
-            // an attempt is never ended on a guess.
-            Err(_) => return true,
-        };
-        // SAFETY: flock on a descriptor we own; a successful probe is released when `file` drops.
-        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
+        lock_held(&self.job_dir(job).lock_file(attempt))
     }
-
-    /// The last `max` bytes of an attempt's log, for classifying failures.
-    pub fn log_tail(&self, job: JobId, attempt: u32, max: u64) -> String {
-        use std::io::{Read, Seek, SeekFrom};
-        let Ok(mut f) = std::fs::File::open(self.job_dir(job).log(attempt)) else {
-            return String::new();
-        };
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let _ = f.seek(SeekFrom::Start(len.saturating_sub(max)));
-        let mut buf = Vec::new();
-        let _ = f.take(max).read_to_end(&mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
-    }
-
     /// Sends `signal` to the whole process group of a running attempt.
     /// Returns false when the group no longer exists (or never started).
     pub fn signal(&self, job: JobId, attempt: u32, signal: i32) -> Result<bool, ExecError> {
@@ -284,4 +262,17 @@ impl LocalExecutor {
             }
         }
     }
+}
+
+/// True while a supervisor holds this attempt lock.
+pub(crate) fn lock_held(path: &Path) -> bool {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+        // Out of descriptors (or any other failure to look) is no sign of death:
+        // an attempt is never ended on a guess.
+        Err(_) => return true,
+    };
+    // SAFETY: flock on a descriptor we own; a successful probe is released when `file` drops.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
 }

@@ -87,7 +87,7 @@ pub enum SlurmError {
     Parse { command: String, output: String },
 }
 
-pub struct SlurmBackend {
+pub struct SlurmCommands {
     home: PathBuf,
     defaults: SlurmDefaults,
     /// A tag in every job name, so a restarted daemon finds its own jobs.
@@ -99,13 +99,18 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-impl SlurmBackend {
+impl SlurmCommands {
     pub fn new(home: &std::path::Path, defaults: SlurmDefaults, tag: String) -> Self {
         Self {
             home: home.to_path_buf(),
             defaults,
             tag,
         }
+    }
+
+    /// The partition jobs go to (`None`: Slurm's default).
+    pub fn partition(&self) -> Option<&str> {
+        self.defaults.partition.as_deref()
     }
 
     /// The Slurm job name of an attempt: unique per daemon home, job and attempt.
@@ -305,6 +310,16 @@ impl SlurmBackend {
         run_as(user, "scancel", &[id.to_string()]).map(|_| ())
     }
 
+    /// The partition's nodes: one `sinfo` call (`-N`: a line per node).
+    pub fn nodes(&self) -> Result<Vec<SlurmNode>, SlurmError> {
+        let mut args: Vec<String> = ["-h", "-N", "-o", "%N|%G|%c|%m"].map(String::from).into();
+        if let Some(p) = &self.defaults.partition {
+            args.extend(["-p".to_string(), p.clone()]);
+        }
+        let text = run_as(None, "sinfo", &args)?;
+        Ok(parse_sinfo(&text))
+    }
+
     /// The exit record the batch script wrote, if it got that far.
     pub fn exit_record(&self, job: JobId, attempt: u32) -> Option<ExitRecord> {
         ExitRecord::read(&JobDir::new(&self.home, job), attempt)
@@ -402,6 +417,77 @@ pub fn parse_squeue(text: &str) -> HashMap<u64, SlurmStatus> {
         .collect()
 }
 
+/// One node of the partition, as `sinfo` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmNode {
+    pub name: String,
+    pub gpus: u32,
+    /// The GPU type of its `gres` (`gpu:a100:4`), if it names one.
+    pub gpu_type: Option<String>,
+    pub cpus: u32,
+    pub memory_mib: u64,
+}
+
+/// `%N|%G|%c|%m` lines, e.g. `n1|gpu:a100:4(S:0-1),shard:8|64|512000`. A node in
+/// several partitions appears once per partition: listed once. Nodes without
+/// GPUs are listed with 0.
+pub fn parse_sinfo(text: &str) -> Vec<SlurmNode> {
+    let mut nodes: Vec<SlurmNode> = Vec::new();
+    for line in text.lines() {
+        let mut f = line.trim().split('|');
+        let Some(name) = f.next().map(str::trim).filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        if nodes.iter().any(|n| n.name == name) {
+            continue;
+        }
+        let (gpus, gpu_type) = f.next().map(parse_gres_gpus).unwrap_or((0, None));
+        let number = |s: Option<&str>| -> u64 {
+            s.map(|v| v.trim().trim_end_matches('+'))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let cpus = number(f.next()) as u32;
+        let memory_mib = number(f.next());
+        nodes.push(SlurmNode {
+            name: name.to_string(),
+            gpus,
+            gpu_type,
+            cpus,
+            memory_mib,
+        });
+    }
+    nodes
+}
+
+/// The GPUs of a `gres` list: `gpu:2`, `gpu:tesla:2(S:0)`, `gpu:a100:4,gpu:t4:2`
+/// (a sum; the first type names the node), `(null)`.
+fn parse_gres_gpus(gres: &str) -> (u32, Option<String>) {
+    let mut total = 0u32;
+    let mut kind = None;
+    for entry in gres.split(',') {
+        let entry = entry.split('(').next().unwrap_or("").trim();
+        let mut parts = entry.split(':');
+        if parts.next() != Some("gpu") {
+            continue;
+        }
+        let rest: Vec<&str> = parts.collect();
+        let (name, count) = match rest.as_slice() {
+            [count] => (None, *count),
+            [name, count, ..] => (Some(*name), *count),
+            [] => (None, "0"),
+        };
+        let Ok(count) = count.parse::<u32>() else {
+            continue;
+        };
+        total = total.saturating_add(count);
+        if kind.is_none() {
+            kind = name.map(str::to_string);
+        }
+    }
+    (total, kind)
+}
+
 /// `JobID|State|ExitCode` lines (`-P -n`); steps (`123.batch`) are skipped; the
 /// exit code is `code:signal`; a state may carry a suffix (`CANCELLED by 0`).
 pub fn parse_sacct(text: &str) -> HashMap<u64, SlurmStatus> {
@@ -435,9 +521,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sinfo_lines_become_nodes_with_their_gpus() {
+        let text = "n1|gpu:2|4|7900\nn2|gpu:tesla:2(S:0)|4|7900\nn2|gpu:tesla:2(S:0)|4|7900\n\
+                    big|gpu:a100:4(S:0-1),gpu:t4:2,shard:8|64|512000+\ncpu|(null)|8|1000\n|x\n";
+        let nodes = parse_sinfo(text);
+        let summary: Vec<(&str, u32, Option<&str>, u32, u64)> = nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.name.as_str(),
+                    n.gpus,
+                    n.gpu_type.as_deref(),
+                    n.cpus,
+                    n.memory_mib,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("n1", 2, None, 4, 7900),
+                ("n2", 2, Some("tesla"), 4, 7900),
+                ("big", 6, Some("a100"), 64, 512000),
+                ("cpu", 0, None, 8, 1000),
+            ]
+        );
+    }
+
+    #[test]
     fn the_script_carries_the_contract_and_forwards_signals() {
         let home = tempfile::tempdir().unwrap();
-        let b = SlurmBackend::new(
+        let b = SlurmCommands::new(
             home.path(),
             SlurmDefaults {
                 partition: Some("gpu".into()),

@@ -173,24 +173,17 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         let _ = std::fs::set_permissions(home.join(name), std::fs::Permissions::from_mode(0o600));
     }
     let slurm_mode = opts.config.backend == crate::config::BackendKind::Slurm;
-    let (gpu_source, discovery) = if slurm_mode {
+    let (gpu_source, mut discovery) = if slurm_mode {
         // Slurm places jobs on its nodes' GPUs; this host's GPUs are not scheduled.
-        let c = &opts.config.slurm;
-        let summary = format!(
-            "Slurm backend: jobs go to Slurm (partition {}); gpuq hands it up to {} at once",
-            c.partition.as_deref().unwrap_or("default"),
-            gpuq_core::plural(c.max_gpus.into(), "GPU")
-        );
         let d = gpuq_gpu::Discovery {
             gpus: vec![],
             links: vec![],
-            summary,
+            summary: String::new(),
         };
         (gpuq_gpu::GpuSource::None, d)
     } else {
         (opts.gpus.clone(), gpuq_gpu::discover(&opts.gpus))
     };
-    tracing::info!("{}", discovery.summary);
 
     let explicit = opts.listen.is_some();
     let addr = opts
@@ -222,24 +215,36 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         min_job_uid: opts.config.min_job_uid(),
         config_path: &opts.config_path,
     }));
-    let schedulable = if slurm_mode {
-        // Admission slots: gpuq's own rules (dependencies, quotas, budgets) decide
-        // what goes to Slurm, up to max_gpus at once; Slurm decides where.
-        let n = opts.config.slurm.max_gpus;
-        gpuq_core::Node {
-            name: "slurm".into(),
-            gpus: (0..n).collect(),
-            slots: slots.max(n),
-            attrs: (0..n)
-                .map(|_| gpuq_core::scheduler::GpuAttrs {
-                    model: "Slurm".into(),
-                    memory_mib: u64::MAX / 2,
-                })
-                .collect(),
-            links: vec![vec![0; n as usize]; n as usize],
-        }
+    // The one place that knows which backend runs: everything above it sees a `dyn Backend`.
+    let backend: Arc<dyn gpuq_exec::Backend> = if slurm_mode {
+        let c = &opts.config.slurm;
+        use sha2::Digest;
+        let tag: String = sha2::Sha256::digest(home.display().to_string().as_bytes())
+            .iter()
+            .take(4)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let commands = gpuq_exec::slurm::SlurmCommands::new(
+            &home,
+            gpuq_exec::slurm::SlurmDefaults {
+                partition: c.partition.clone(),
+                account: c.account.clone(),
+                qos: c.qos.clone(),
+                extra_args: c.extra_args.clone(),
+            },
+            tag,
+        );
+        let shape = gpuq_exec::slurm_cluster::ClusterShape {
+            max_gpus: c.max_gpus,
+            slots: slots.max(c.max_gpus),
+        };
+        let cluster = tokio::task::block_in_place(|| {
+            gpuq_exec::SlurmCluster::new(commands, executor, shape, c.poll_interval.as_std())
+        });
+        discovery.summary = gpuq_exec::Backend::info(&cluster).summary.clone();
+        Arc::new(cluster)
     } else {
-        gpuq_core::Node {
+        let node = gpuq_core::Node {
             name: node.clone(),
             gpus: discovery.gpus.iter().map(|g| g.index).collect(),
             slots,
@@ -252,41 +257,26 @@ async fn serve(opts: ServerOptions) -> Result<()> {
                 })
                 .collect(),
             links: discovery.links.clone(),
-        }
+        };
+        Arc::new(gpuq_exec::LocalBackend::new(
+            executor,
+            node,
+            discovery.summary.clone(),
+        ))
     };
-    let slurm = slurm_mode.then(|| {
-        let c = &opts.config.slurm;
-        use sha2::Digest;
-        let tag: String = sha2::Sha256::digest(home.display().to_string().as_bytes())
-            .iter()
-            .take(4)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        gpuq_exec::slurm::SlurmBackend::new(
-            &home,
-            gpuq_exec::slurm::SlurmDefaults {
-                partition: c.partition.clone(),
-                account: c.account.clone(),
-                qos: c.qos.clone(),
-                extra_args: c.extra_args.clone(),
-            },
-            tag,
-        )
-    });
-    let slurm_poll = opts.config.slurm.poll_interval.as_std();
+    tracing::info!("{}", backend.info().summary);
     let alert_out = notify::spawn(opts.config.alerts.webhooks.clone(), node.clone());
     let interval = opts.config.telemetry.interval.as_std();
     let service = Service::new(
         store,
-        executor,
-        schedulable,
+        backend,
+        home.clone(),
         discovery.gpus.clone(),
         opts.config,
         identity.clone(),
         service::Extras {
             alert_out,
             pricing: opts.pricing,
-            slurm,
         },
     )?;
     service.recover()?;
@@ -298,9 +288,6 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         discovery.gpus.clone(),
         interval,
     );
-    if slurm_mode {
-        tokio::spawn(service.clone().slurm_poll_loop(slurm_poll));
-    }
 
     let info = ServerInfo {
         version: env!("CARGO_PKG_VERSION").into(),

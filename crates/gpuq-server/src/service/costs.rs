@@ -413,19 +413,16 @@ impl Service {
     }
 
     /// The live part of a running job: the running attempt's cost so far, and
-    /// Slurm's state when Slurm runs it.
+    /// the backend's words on it (a pending reason in Slurm's queue).
     pub fn add_live_state(&self, job: &mut gpuq_core::Job, now: Millis) {
         if job.state != JobState::Running {
             return;
         }
-        if let Some(r) = self.slurm_reason(job.id) {
+        if let Some(r) = self.backend.status(job.id) {
             job.reason = Some(r);
         }
-        if !self.started_in_backend(job.id) {
-            return;
-        }
         let inner = self.lock();
-        if let Some(run) = inner.running.get(&job.id) {
+        if let Some(run) = inner.running.get(&job.id).filter(|r| r.began) {
             if let Some(rate) = run.rate {
                 let running = gpuq_core::cost::cumulative(rate, now - run.started_at);
                 job.cost = Some(job.cost.unwrap_or_default() + running);

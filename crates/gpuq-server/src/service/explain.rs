@@ -35,13 +35,16 @@ impl Service {
                 .explain_queued()?
                 .remove(&id)
                 .unwrap_or_else(|| "is about to start".into()),
-            JobState::Running if self.slurm.is_some() => match self.slurm_reason(id) {
-                Some(r) => format!("was handed to Slurm (attempt {}): {r}", job.attempt),
-                None => format!(
-                    "was handed to Slurm (attempt {}): waiting for its first report",
-                    job.attempt
-                ),
-            },
+            JobState::Running if self.backend.info().queues_launches => {
+                let to = &self.backend.info().name;
+                match self.backend.status(id) {
+                    Some(r) => format!("was handed to {to} (attempt {}): {r}", job.attempt),
+                    None => format!(
+                        "was handed to {to} (attempt {}): waiting for its first report",
+                        job.attempt
+                    ),
+                }
+            }
             JobState::Running => {
                 let gpus = job
                     .gpus

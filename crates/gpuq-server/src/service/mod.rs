@@ -1,10 +1,11 @@
-//! Commands and queries over the store, the in-memory queue and the executor.
+//! Commands and queries over the store, the in-memory queue and the backend.
 //!
 //! Every state change is committed to the store (with its event row) before its
 //! side effect runs. The scheduler pass runs whenever something changed (submit,
 //! exit, cancel, release, a back-off timer), with bursts coalesced by a
 //! `Notify`: no polling loop decides when a job starts.
 
+mod backend_events;
 pub mod costs;
 mod explain;
 mod housekeeping;
@@ -13,7 +14,6 @@ pub mod monitoring;
 mod outcome;
 mod recovery;
 mod scheduling;
-mod slurm;
 mod stop;
 mod usage;
 
@@ -27,7 +27,7 @@ use gpuq_core::{
     DependencyState, EarlySignal, Job, JobId, JobState, Millis, Node, PendingJob, RunningJob,
     SpecError,
 };
-use gpuq_exec::{ExitRecord, LocalExecutor};
+use gpuq_exec::{Backend, ExitRecord, JobDir};
 use gpuq_gpu::GpuInfo;
 use gpuq_store::{AttemptEnd, NewJob, Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
@@ -83,8 +83,9 @@ struct RunningAttempt {
     failures: u32,
     /// Price per hour of this attempt (recorded with it in the store).
     rate: Option<gpuq_core::cost::Micros>,
-    /// The Slurm job running this attempt (Slurm backend), once sbatch answered.
-    slurm_id: Option<u64>,
+    /// It has begun to run: at once on a backend that does not queue launches,
+    /// else when the backend says it started.
+    began: bool,
 }
 
 struct Inner {
@@ -106,7 +107,10 @@ pub struct Service {
     wake_scheduler: Notify,
     /// The last pass decided nothing and only submits happened since (see `submit_needs_a_pass`).
     quiet: AtomicBool,
-    executor: LocalExecutor,
+    /// What runs the jobs; the service never asks which one it is.
+    backend: Arc<dyn Backend>,
+    /// The data directory (jobs' directories are under it).
+    home: std::path::PathBuf,
     nodes: Vec<Node>,
     gpus: Vec<GpuInfo>,
     config: Config,
@@ -118,23 +122,19 @@ pub struct Service {
     pricing: crate::pricing::Pricing,
     /// Schedules, autostop and budget checks (the once-a-second duties).
     housekeeping: Mutex<housekeeping::Housekeeping>,
-    /// The Slurm backend, when `backend = "slurm"`; jobs run locally otherwise.
-    slurm: Option<gpuq_exec::slurm::SlurmBackend>,
-    slurm_tracked: Mutex<HashMap<JobId, slurm::Tracked>>,
 }
 
 /// What the service needs besides its core parts.
 pub struct Extras {
     pub alert_out: Option<tokio::sync::mpsc::UnboundedSender<gpuq_core::alerts::Alert>>,
     pub pricing: crate::pricing::Pricing,
-    pub slurm: Option<gpuq_exec::slurm::SlurmBackend>,
 }
 
 impl Service {
     pub fn new(
         mut store: Store,
-        executor: LocalExecutor,
-        node: Node,
+        backend: Arc<dyn Backend>,
+        home: std::path::PathBuf,
         gpus: Vec<GpuInfo>,
         config: Config,
         identity: Arc<Identity>,
@@ -158,7 +158,7 @@ impl Service {
             pending.insert(p.queue_key(), p);
         }
         let drained = store.meta("drained")?.as_deref() == Some("1");
-        let nodes = vec![node];
+        let nodes = backend.info().nodes.clone();
         let (changed, _) = watch::channel(0);
         let now = now_ms();
         let policy = Policy {
@@ -191,7 +191,7 @@ impl Service {
             config.alerts.thresholds(),
             gpuq_core::telemetry::Retention::default(),
         );
-        Ok(Arc::new(Self {
+        let service = Arc::new(Self {
             monitor: Mutex::new(monitor),
             alert_out: extras.alert_out,
             housekeeping: Mutex::new(housekeeping::Housekeeping::new(
@@ -201,18 +201,23 @@ impl Service {
                 now,
             )),
             pricing: extras.pricing,
-            slurm: extras.slurm,
-            slurm_tracked: Mutex::new(HashMap::new()),
             identity,
             config,
             inner: Mutex::new(inner),
             changed,
             wake_scheduler: Notify::new(),
             quiet: AtomicBool::new(false),
-            executor,
+            backend,
+            home,
             nodes,
             gpus,
-        }))
+        });
+        service.connect_backend();
+        Ok(service)
+    }
+
+    fn job_dir(&self, id: JobId) -> JobDir {
+        JobDir::new(&self.home, id)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -253,19 +258,14 @@ impl Service {
         spec.validate()?;
         let largest = self.largest_node_gpus();
         let nodes = spec.nodes.unwrap_or(1);
-        if nodes > 1 && self.slurm.is_none() {
+        let node_count = self.nodes.len() as u32;
+        if nodes > node_count {
             return Err(SpecError::new(
                 "nodes",
-                format!("{nodes} nodes: multi-node jobs need the Slurm backend (backend = \"slurm\" in gpuq.toml); this daemon runs jobs on one node"),
-            )
-            .into());
-        }
-        if spec.gpus.saturating_mul(nodes) > largest && self.slurm.is_some() {
-            return Err(SpecError::new(
-                "gpus",
                 format!(
-                    "job asks for {} in all; gpuq hands Slurm at most {largest} at once (slurm.max_gpus)",
-                    gpuq_core::plural(spec.gpus.saturating_mul(nodes).into(), "GPU")
+                    "{nodes} nodes: this daemon's backend has {}; multi-node jobs need a cluster \
+                     (the Slurm backend: backend = \"slurm\" in gpuq.toml)",
+                    gpuq_core::plural(node_count.into(), "node")
                 ),
             )
             .into());
@@ -591,7 +591,7 @@ impl Service {
     }
 
     pub fn log_path(&self, id: JobId, attempt: u32) -> std::path::PathBuf {
-        self.executor.job_dir(id).log(attempt)
+        self.job_dir(id).log(attempt)
     }
 
     /// Commits the end of an attempt, decides what becomes of the job, and frees its
@@ -645,7 +645,7 @@ impl Service {
         let log_tail = if succeeded {
             String::new()
         } else {
-            self.executor.log_tail(id, attempt, LOG_TAIL_BYTES)
+            self.job_dir(id).log_tail(attempt, LOG_TAIL_BYTES)
         };
         let failure;
         {

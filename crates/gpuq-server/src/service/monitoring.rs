@@ -199,7 +199,7 @@ impl Service {
                     user: r.user.clone(),
                     gpus: r.gpus.clone(),
                     started_at: r.started_at,
-                    job_dir: self.executor.job_dir(*id).root().to_path_buf(),
+                    job_dir: self.job_dir(*id).root().to_path_buf(),
                     sim_env: (
                         var("GPUQ_SIM_UTIL").and_then(|v| v.parse().ok()),
                         var("GPUQ_SIM_MEMORY_MIB").and_then(|v| v.parse().ok()),

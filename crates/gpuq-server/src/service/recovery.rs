@@ -14,13 +14,9 @@ use super::stop::{Stop, StopCause, StopStep};
 use super::{pending_of, RunningAttempt, Service, DEFAULT_GRACE};
 use gpuq_api::home::now_ms;
 use gpuq_core::{JobId, JobState};
-use gpuq_exec::ExitRecord;
+use gpuq_exec::{Reattached, Recorded};
 use gpuq_store::{AttemptEnd, StoreError};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How often an adopted attempt (not the daemon's child) is checked for its end.
-const ADOPTED_CHECK: Duration = Duration::from_millis(100);
 
 /// This boot of the machine: `GPUQ_BOOT_ID` (for containers and tests), else the kernel's boot id.
 pub fn current_boot_id() -> String {
@@ -71,7 +67,11 @@ impl Service {
                         user: Arc::from(job.user.as_str()),
                         project: job.project.as_deref().map(Arc::from),
                         started_at: job.started_at.unwrap_or_else(now_ms),
-                        node: 0,
+                        node: job
+                            .node
+                            .as_deref()
+                            .and_then(|n| self.nodes.iter().position(|x| x.name == n))
+                            .unwrap_or(0),
                         gpus: job.gpus.clone(),
                         ends_by: spec
                             .time_limit
@@ -85,7 +85,8 @@ impl Service {
                         spec: Some(Arc::new(spec.clone())),
                         failures: job.failures,
                         rate,
-                        slurm_id: None,
+                        // Corrected below from the events for a backend that queues launches.
+                        began: true,
                     },
                 );
                 out.push((job, stop, rebooted));
@@ -94,65 +95,72 @@ impl Service {
         };
         for (job, stop, rebooted) in running {
             let (id, attempt) = (job.id, job.attempt);
-            if self.slurm.is_some() {
-                let recorded = self
-                    .with_store(|s| s.attempts(id))
-                    .ok()
-                    .and_then(|all| all.into_iter().find(|a| a.attempt == attempt))
-                    .and_then(|a| a.slurm_job_id);
-                self.set_stop_state(id, stop.clone());
-                self.slurm_reattach(id, attempt, recorded);
-                if let Some(stop) = stop {
-                    self.stop(id, stop.cause);
-                }
-                continue;
+            let attempts = self.with_store(|s| s.attempts(id)).unwrap_or_default();
+            let this_attempt = attempts.iter().find(|a| a.attempt == attempt);
+            let began = !self.backend.info().queues_launches || self.began_before(id, attempt);
+            if let Some(run) = self.lock().running.get_mut(&id) {
+                run.began = began;
             }
-            // Probe the lock before reading the record: a supervisor that ends between
-            // the two steps has written its record before releasing the lock, so this
-            // order never mistakes a finished attempt for one that never ran.
-            let alive = self.executor.supervisor_alive(id, attempt);
-            let record = ExitRecord::read(&self.executor.job_dir(id), attempt);
-            if let Some(record) = record {
-                self.set_stop_state(id, stop);
-                tracing::info!(
-                    "job {id} attempt {attempt} ended while no daemon ran: {}",
-                    record.describe()
-                );
-                self.attempt_ended(id, attempt, Some(record));
-            } else if alive {
-                tracing::info!("job {id} attempt {attempt} is still running: adopted");
-                self.adopt(id, attempt);
-                match stop {
-                    // The stop was under way: carry it out again from SIGTERM.
-                    Some(stop) => self.stop(id, stop.cause),
-                    None => {
-                        if let (Some(limit), Some(started)) = (job.spec.time_limit, job.started_at)
-                        {
-                            let remaining = started + limit.as_millis() as i64 - now_ms();
-                            self.arm_time_limit(
-                                id,
-                                attempt,
-                                remaining,
-                                limit.to_string(),
-                                job.spec.signal,
-                            );
+            let recorded = Recorded {
+                job: id,
+                attempt,
+                backend_id: this_attempt.and_then(|a| a.slurm_job_id),
+                rebooted,
+                began,
+            };
+            match self.backend.reattach(&recorded) {
+                Reattached::Ended(record) => {
+                    self.set_stop_state(id, stop);
+                    match &record {
+                        Some(r) => tracing::info!(
+                            "job {id} attempt {attempt} ended while no daemon ran: {}",
+                            r.describe()
+                        ),
+                        None => tracing::warn!(
+                            "job {id} attempt {attempt}: its supervisor died while the job ran"
+                        ),
+                    }
+                    self.attempt_ended(id, attempt, record);
+                }
+                Reattached::Running => {
+                    tracing::info!("job {id} attempt {attempt} is still running: adopted");
+                    match stop {
+                        // The stop was under way: carry it out again from SIGTERM.
+                        Some(stop) => self.stop(id, stop.cause),
+                        None if began => {
+                            if let (Some(limit), Some(started)) =
+                                (job.spec.time_limit, job.started_at)
+                            {
+                                let remaining = started + limit.as_millis() as i64 - now_ms();
+                                self.arm_time_limit(
+                                    id,
+                                    attempt,
+                                    remaining,
+                                    limit.to_string(),
+                                    job.spec.signal,
+                                );
+                            }
                         }
+                        None => {}
                     }
                 }
-            } else if !rebooted && self.executor.job_dir(id).pgid_file(attempt).exists() {
-                // The job had started (its supervisor recorded the process group) and
-                // the supervisor died without a record: not "never ran", so not a
-                // silent rerun: it ends as a failure and its retry policy decides.
-                self.set_stop_state(id, stop);
-                tracing::warn!("job {id} attempt {attempt}: its supervisor died while the job ran");
-                self.attempt_ended(id, attempt, None);
-            } else {
-                let cause = if rebooted {
-                    "node restarted"
-                } else {
-                    "the daemon stopped before the attempt could start"
-                };
-                self.end_vanished_attempt(id, attempt, stop, cause)?;
+                Reattached::NeverLaunched => {
+                    self.set_stop_state(id, stop.clone());
+                    tracing::info!(
+                        "job {id} attempt {attempt}: the backend never got it; launching"
+                    );
+                    let info = self
+                        .with_store(|s| s.launch_info(id))
+                        .map_err(|e| e.to_string());
+                    let node = self.lock().running.get(&id).map(|r| r.node).unwrap_or(0);
+                    self.launch(id, attempt, vec![(node, job.gpus.clone())], &job.user, info);
+                    if let Some(stop) = stop {
+                        self.stop(id, stop.cause);
+                    }
+                }
+                Reattached::Vanished(cause) => {
+                    self.end_vanished_attempt(id, attempt, stop, &cause)?
+                }
             }
         }
         self.wake_scheduler.notify_one();
@@ -165,28 +173,15 @@ impl Service {
         }
     }
 
-    /// Watches an attempt whose supervisor is not our child.
-    fn adopt(self: &Arc<Self>, id: JobId, attempt: u32) {
-        let this = Arc::clone(self);
-        tokio::spawn(async move {
-            let dir = this.executor.job_dir(id);
-            loop {
-                tokio::time::sleep(ADOPTED_CHECK).await;
-                if !this.is_running(id, attempt) {
-                    return;
-                }
-                if let Some(record) = ExitRecord::read(&dir, attempt) {
-                    this.attempt_ended(id, attempt, Some(record));
-                    return;
-                }
-                if !this.executor.supervisor_alive(id, attempt) {
-                    // It may have written the record just before exiting.
-                    let record = ExitRecord::read(&dir, attempt);
-                    this.attempt_ended(id, attempt, record);
-                    return;
-                }
-            }
-        });
+    /// Whether a queued launch had begun to run before the restart (its start event).
+    fn began_before(&self, id: JobId, attempt: u32) -> bool {
+        self.with_store(|s| s.events(id))
+            .map(|ev| {
+                ev.iter().any(|e| {
+                    e.kind == "running" && e.detail.starts_with(&format!("attempt {attempt} "))
+                })
+            })
+            .unwrap_or(false)
     }
 
     /// An attempt without a supervisor or an exit record: requeue it (or finish a pending cancel).

@@ -5,7 +5,7 @@ use super::stop::StopCause;
 use super::{dependency_state, running_snapshot, Inner, RunningAttempt, Service, DEFAULT_GRACE};
 use gpuq_api::home::now_ms;
 use gpuq_core::{schedule, Decision, Job, JobId, JobState, Millis, ScheduleInput};
-use gpuq_exec::{ExitRecord, LaunchRequest};
+use gpuq_exec::{ExitRecord, Launch};
 use gpuq_store::StartRecord;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -96,17 +96,20 @@ impl Service {
             let mut preemptions = Vec::new();
             for d in decisions {
                 match d {
-                    Decision::Start { job, node, gpus } => starts.push(StartRecord {
-                        job,
-                        node: self.nodes[node].name.clone(),
-                        // On Slurm the price applies once Slurm starts the job.
-                        rate: if self.slurm.is_some() {
-                            None
-                        } else {
-                            self.pricing.rate(gpus.len() as u32)
+                    Decision::Start { job, node, gpus } => starts.push((
+                        node,
+                        StartRecord {
+                            job,
+                            node: self.nodes[node].name.clone(),
+                            // A launch that waits in the backend's queue is priced once it starts.
+                            rate: if self.backend.info().queues_launches {
+                                None
+                            } else {
+                                self.pricing.rate(gpus.len() as u32)
+                            },
+                            gpus,
                         },
-                        gpus,
-                    }),
+                    )),
                     Decision::Fail { job, mut reason } => {
                         // A queued GPU job on a daemon restarted without GPUs: say how to go on.
                         if self.largest_node_gpus() == 0
@@ -120,6 +123,7 @@ impl Service {
                 }
             }
             // All of the pass's decisions in one transaction: memory follows only a commit.
+            let (start_nodes, starts): (Vec<usize>, Vec<StartRecord>) = starts.into_iter().unzip();
             let attempts = match inner.store.apply_pass(&fails, &starts, now) {
                 Ok(a) => a,
                 Err(e) => {
@@ -132,7 +136,7 @@ impl Service {
                 inner.states.insert(*id, JobState::Failed);
             }
             let mut launches = Vec::with_capacity(starts.len());
-            for (start, attempt) in starts.into_iter().zip(attempts) {
+            for ((start, attempt), node) in starts.into_iter().zip(attempts).zip(start_nodes) {
                 let Some(queued) = Self::remove_pending(&mut inner, start.job) else {
                     continue;
                 };
@@ -151,7 +155,7 @@ impl Service {
                         user: queued.user.clone(),
                         project: queued.project.clone(),
                         started_at: now,
-                        node: 0,
+                        node,
                         gpus: start.gpus.clone(),
                         ends_by: spec
                             .and_then(|s| s.time_limit)
@@ -167,13 +171,13 @@ impl Service {
                         spec: spec.map(|s| Arc::new(s.clone())),
                         failures: info.as_ref().map(|i| i.failures).unwrap_or(0),
                         rate: start.rate,
-                        slurm_id: None,
+                        began: !self.backend.info().queues_launches,
                     },
                 );
                 launches.push((
                     start.job,
                     attempt,
-                    start.gpus,
+                    (node, start.gpus),
                     queued.user.clone(),
                     info.map_err(|e| e.to_string()),
                 ));
@@ -181,8 +185,8 @@ impl Service {
             (launches, preemptions, !fails.is_empty())
         };
         self.notify_changed();
-        for (job, attempt, gpus, user, info) in launches {
-            self.launch(job, attempt, &gpus, &user, info);
+        for (job, attempt, placement, user, info) in launches {
+            self.launch(job, attempt, vec![placement], &user, info);
         }
         for (victim, for_job) in preemptions {
             self.stop(victim, StopCause::Preempt { for_job });
@@ -232,79 +236,49 @@ impl Service {
             })
     }
 
-    fn launch(
+    /// Hands a committed attempt to the backend. An attempt that cannot be
+    /// started ends at once with the reason; one that runs at once gets its time limit.
+    pub(super) fn launch(
         self: &Arc<Self>,
         id: JobId,
         attempt: u32,
-        gpus: &[u32],
+        placement: Vec<(usize, Vec<u32>)>,
         user: &str,
         info: Result<gpuq_store::LaunchInfo, String>,
     ) {
-        if self.slurm.is_some() {
-            match info {
-                Ok(info) => self.launch_slurm(id, attempt, user, info),
-                Err(why) => {
-                    self.attempt_ended(id, attempt, Some(ExitRecord::spawn_failed(why, now_ms())))
-                }
-            }
-            return;
-        }
-        let spawned = info.and_then(|info| {
-            let run_as = self.run_as(user)?;
-            let req = LaunchRequest {
+        let launched = info.and_then(|info| {
+            let spec = Arc::new(info.spec);
+            let launch = Launch {
                 job: id,
                 attempt,
-                gpus,
-                argv: &info.argv,
-                cwd: &info.cwd,
-                env: &info.env,
-                run_as: run_as.as_ref(),
-                share_gid: self.share_gid(&info.spec)?,
+                placement,
+                run_as: self.run_as(user)?,
+                share_gid: self.share_gid(&spec)?,
+                argv: info.argv,
+                cwd: info.cwd,
+                env: info.env,
+                spec: Arc::clone(&spec),
             };
-            let cmd = self.executor.prepare(&req).map_err(|e| e.to_string())?;
-            let child = tokio::process::Command::from(cmd)
-                .spawn()
-                .map_err(|e| e.to_string())?;
-            Ok((child, info.spec.time_limit, info.spec.signal))
+            self.backend.launch(launch)?;
+            Ok(spec)
         });
-        let (mut child, limit, early) = match spawned {
-            Ok(c) => c,
+        match launched {
+            Ok(spec) => {
+                if let (Some(limit), false) = (spec.time_limit, self.backend.info().queues_launches)
+                {
+                    self.arm_time_limit(
+                        id,
+                        attempt,
+                        limit.as_millis() as i64,
+                        limit.to_string(),
+                        spec.signal,
+                    );
+                }
+            }
             Err(why) => {
                 tracing::warn!("job {id} attempt {attempt} could not start: {why}");
                 self.attempt_ended(id, attempt, Some(ExitRecord::spawn_failed(why, now_ms())));
-                return;
             }
-        };
-        if let Some(limit) = limit {
-            self.arm_time_limit(
-                id,
-                attempt,
-                limit.as_millis() as i64,
-                limit.to_string(),
-                early,
-            );
         }
-        let this = Arc::clone(self);
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-            // A daemon short of descriptors cannot open the record for a while; the
-            // attempt ends only once the record was looked at, never as "died
-            // without recording" because of the daemon's own trouble.
-            let dir = this.executor.job_dir(id);
-            let mut pause = std::time::Duration::from_millis(100);
-            let record = loop {
-                match ExitRecord::load(&dir, attempt) {
-                    Ok(record) => break record,
-                    Err(e) => {
-                        tracing::warn!(
-                            "job {id} attempt {attempt}: cannot read its exit record yet ({e}); retrying"
-                        );
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(std::time::Duration::from_secs(5));
-                    }
-                }
-            };
-            this.attempt_ended(id, attempt, record);
-        });
     }
 }

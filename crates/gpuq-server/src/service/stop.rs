@@ -151,15 +151,9 @@ impl Service {
         }
     }
 
-    /// Signals a running attempt on its backend: its process group here, or its
-    /// batch shell through `scancel` (once sbatch has answered). False: not yet.
+    /// Signals a running attempt through its backend. False: not yet.
     fn send_signal(&self, id: JobId, attempt: u32, signal: i32) -> bool {
-        if self.slurm.is_some() {
-            let slurm_id = self.lock().running.get(&id).and_then(|r| r.slurm_id);
-            slurm_id.is_some_and(|s| self.slurm_signal(id, s, signal))
-        } else {
-            self.executor.signal(id, attempt, signal).unwrap_or(false)
-        }
+        self.backend.signal(id, attempt, signal)
     }
 
     /// Arms the time limit (and its early signal) of a running attempt that has `remaining_ms` left.

@@ -1,0 +1,520 @@
+//! The Slurm backend: an admitted attempt is submitted with `sbatch` (off the
+//! caller's thread), every attempt is tracked by one batched query per poll
+//! interval, and the stop protocol goes through `scancel`. While Slurm keeps an
+//! attempt PENDING its reason is the attempt's status; its clock starts when
+//! Slurm starts it ([`AttemptEvent::Started`]).
+
+use crate::backend::{
+    now_ms, AttemptEvent, Backend, BackendInfo, EventSink, Launch, OutsideEnd, Reattached, Recorded,
+};
+use crate::slurm::{SlurmCommands, SlurmNode, SlurmStatus, SlurmSubmit};
+use crate::{ExitRecord, LaunchRequest, LocalExecutor};
+use gpuq_core::scheduler::GpuAttrs;
+use gpuq_core::{JobId, Node};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+/// Polls without news before an attempt Slurm no longer knows is given up.
+const MISSING_POLLS: u32 = 15;
+/// Default time between SIGTERM and SIGKILL (the spec's `grace` otherwise).
+const DEFAULT_GRACE_MS: u64 = 30_000;
+
+/// What is remembered of each Slurm attempt between polls.
+#[derive(Debug, Clone, Default)]
+struct Tracked {
+    attempt: u32,
+    slurm_id: Option<u64>,
+    status: Option<SlurmStatus>,
+    running_seen: bool,
+    missing: u32,
+}
+
+struct Shared {
+    commands: SlurmCommands,
+    /// Builds the job contract's files and environment, as for a local job.
+    contract: LocalExecutor,
+    tracked: Mutex<HashMap<JobId, Tracked>>,
+    events: OnceLock<EventSink>,
+}
+
+pub struct SlurmCluster {
+    shared: Arc<Shared>,
+    info: BackendInfo,
+    poll_every: Duration,
+}
+
+/// How the cluster's nodes are described to the scheduler core.
+pub struct ClusterShape {
+    /// Most GPUs gpuq hands Slurm at once, of each node kind.
+    pub max_gpus: u32,
+    /// Jobs gpuq hands Slurm at once (GPU and CPU-only).
+    pub slots: u32,
+}
+
+impl SlurmCluster {
+    /// Asks `sinfo` for the partition's node kinds. Each kind is offered to the
+    /// core as many times as `max_gpus` allows (Slurm, not gpuq, picks the real
+    /// node, and the cluster is shared), so gpuq admits up to `max_gpus` GPUs of
+    /// each kind and Slurm queues what it cannot place yet. Without an answer
+    /// from `sinfo`, one node of `max_gpus` GPUs stands for the cluster.
+    pub fn new(
+        commands: SlurmCommands,
+        contract: LocalExecutor,
+        shape: ClusterShape,
+        poll_every: Duration,
+    ) -> Self {
+        let (nodes, described) = match commands.nodes() {
+            Ok(found) if found.iter().any(|n| n.gpus > 0) => {
+                let nodes = admission_nodes(&found, &shape);
+                let kinds = nodes_summary(&found);
+                (nodes, format!("node kinds from sinfo: {kinds}"))
+            }
+            Ok(_) => (
+                vec![pool_node(&shape)],
+                "sinfo lists no GPU nodes in the partition".to_string(),
+            ),
+            Err(e) => {
+                tracing::warn!("cannot describe the Slurm partition ({e}); assuming one pool");
+                (vec![pool_node(&shape)], format!("sinfo failed: {e}"))
+            }
+        };
+        let summary = format!(
+            "Slurm backend: jobs go to Slurm (partition {}; {described}); gpuq hands it up to {} of each kind at once",
+            commands.partition().unwrap_or("default"),
+            gpuq_core::plural(shape.max_gpus.into(), "GPU")
+        );
+        Self {
+            shared: Arc::new(Shared {
+                commands,
+                contract,
+                tracked: Mutex::new(HashMap::new()),
+                events: OnceLock::new(),
+            }),
+            info: BackendInfo {
+                name: "Slurm".into(),
+                nodes,
+                queues_launches: true,
+                summary,
+            },
+            poll_every,
+        }
+    }
+}
+
+/// Node kinds: GPU count and type, in the order sinfo lists them.
+fn kinds(found: &[SlurmNode]) -> Vec<(u32, Option<String>, u32)> {
+    let mut kinds: Vec<(u32, Option<String>, u32)> = Vec::new();
+    for n in found.iter().filter(|n| n.gpus > 0) {
+        match kinds
+            .iter_mut()
+            .find(|(g, t, _)| *g == n.gpus && *t == n.gpu_type)
+        {
+            Some(k) => k.2 += 1,
+            None => kinds.push((n.gpus, n.gpu_type.clone(), 1)),
+        }
+    }
+    kinds
+}
+
+fn nodes_summary(found: &[SlurmNode]) -> String {
+    kinds(found)
+        .iter()
+        .map(|(g, t, count)| match t {
+            Some(t) => format!("{count}x{g}:{t}"),
+            None => format!("{count}x{g}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn admission_nodes(found: &[SlurmNode], shape: &ClusterShape) -> Vec<Node> {
+    let mut nodes = Vec::new();
+    for (gpus, gpu_type, count) in kinds(found) {
+        let copies = (shape.max_gpus / gpus).max(count.min(1)).max(1);
+        for i in 0..copies {
+            nodes.push(Node {
+                name: format!("slurm-{}x{gpus}-{i}", gpu_type.as_deref().unwrap_or("gpu")),
+                gpus: (0..gpus).collect(),
+                slots: shape.slots.max(1),
+                attrs: (0..gpus)
+                    .map(|_| GpuAttrs {
+                        model: gpu_type.clone().unwrap_or_else(|| "Slurm".into()),
+                        // Slurm's gres says nothing of memory: a gpu_mem constraint is Slurm's to refuse.
+                        memory_mib: u64::MAX / 2,
+                    })
+                    .collect(),
+                links: vec![vec![0; gpus as usize]; gpus as usize],
+            });
+        }
+    }
+    nodes
+}
+
+fn pool_node(shape: &ClusterShape) -> Node {
+    let n = shape.max_gpus;
+    Node {
+        name: "slurm".into(),
+        gpus: (0..n).collect(),
+        slots: shape.slots.max(n),
+        attrs: (0..n)
+            .map(|_| GpuAttrs {
+                model: "Slurm".into(),
+                memory_mib: u64::MAX / 2,
+            })
+            .collect(),
+        links: vec![vec![0; n as usize]; n as usize],
+    }
+}
+
+impl Shared {
+    fn tracked(&self) -> MutexGuard<'_, HashMap<JobId, Tracked>> {
+        self.tracked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn emit(&self, event: AttemptEvent) {
+        if let Some(sink) = self.events.get() {
+            sink(event);
+        }
+    }
+
+    fn submit(&self, launch: &Launch) -> Result<u64, String> {
+        let req = LaunchRequest {
+            job: launch.job,
+            attempt: launch.attempt,
+            gpus: &[],
+            argv: &launch.argv,
+            cwd: &launch.cwd,
+            env: &launch.env,
+            run_as: launch.run_as.as_ref(),
+            share_gid: launch.share_gid,
+        };
+        self.contract
+            .prepare_files(&req)
+            .map_err(|e| e.to_string())?;
+        let mut env = self.contract.job_env(&req);
+        // Slurm sets the GPUs a job sees.
+        env.remove("CUDA_VISIBLE_DEVICES");
+        let spec = &launch.spec;
+        let grace = spec
+            .grace
+            .map(|g| g.as_millis())
+            .unwrap_or(DEFAULT_GRACE_MS);
+        let early = spec
+            .signal
+            .map(|s| (s.name().to_string(), s.lead.as_millis() / 1000));
+        let nodes = launch.placement.len().max(1) as u32;
+        let gpus_per_node = launch
+            .placement
+            .first()
+            .map(|(_, g)| g.len() as u32)
+            .unwrap_or(spec.gpus);
+        let submit = SlurmSubmit {
+            job: launch.job,
+            attempt: launch.attempt,
+            name: spec.name.as_deref(),
+            nodes,
+            gpus_per_node,
+            argv: &launch.argv,
+            cwd: &launch.cwd,
+            env: &env,
+            // gpuq runs the stop protocol at the limit itself; Slurm's limit (and its
+            // early signal, relative to it) is the backstop.
+            time_minutes: spec
+                .time_limit
+                .map(|t| (t.as_millis() + grace) / 60_000 + 2),
+            early_signal: early.as_ref().map(|(s, l)| (s.as_str(), *l)),
+            preemptible: spec.preemptible,
+            user: launch.run_as.as_ref().map(|a| a.name.as_str()),
+        };
+        self.commands.submit(&submit).map_err(|e| e.to_string())
+    }
+
+    fn poll(&self) {
+        let watched: Vec<(JobId, u32, u64)> = self
+            .tracked()
+            .iter()
+            .filter_map(|(id, t)| Some((*id, t.attempt, t.slurm_id?)))
+            .collect();
+        if watched.is_empty() {
+            return;
+        }
+        let ids: Vec<u64> = watched.iter().map(|w| w.2).collect();
+        let statuses = match self.commands.query(&ids) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("cannot query Slurm: {e}");
+                return;
+            }
+        };
+        let now = now_ms();
+        for (job, attempt, slurm_id) in watched {
+            let status = statuses.get(&slurm_id).cloned();
+            let mut started = None;
+            let mut ended = None;
+            {
+                let mut tracked = self.tracked();
+                let Some(t) = tracked.get_mut(&job).filter(|t| t.attempt == attempt) else {
+                    continue;
+                };
+                match &status {
+                    None => {
+                        t.missing += 1;
+                        if t.missing >= MISSING_POLLS {
+                            ended = Some(None);
+                        }
+                    }
+                    Some(s) => {
+                        t.missing = 0;
+                        if s.is_running() && !t.running_seen {
+                            t.running_seen = true;
+                            started = Some(s.nodes.clone().unwrap_or_else(|| "slurm".into()));
+                        } else if !s.is_pending() && !s.is_running() {
+                            ended = Some(Some(s.clone()));
+                        }
+                        t.status = Some(s.clone());
+                    }
+                }
+                if ended.is_some() {
+                    tracked.remove(&job);
+                }
+            }
+            if let Some(place) = started {
+                self.emit(AttemptEvent::Started {
+                    job,
+                    attempt,
+                    at: now,
+                    place,
+                });
+            }
+            if let Some(status) = ended {
+                self.ended(job, attempt, slurm_id, status);
+            }
+        }
+        self.emit(AttemptEvent::Changed);
+    }
+
+    /// The attempt left Slurm: its status from the batch script's record, else
+    /// from sacct; what Slurm did on its own (time limit, node failure, an
+    /// outside scancel) says so.
+    fn ended(&self, job: JobId, attempt: u32, slurm_id: u64, status: Option<SlurmStatus>) {
+        let now = now_ms();
+        let state = status
+            .as_ref()
+            .map(|s| s.state.as_str())
+            .unwrap_or("UNKNOWN");
+        let record = self.commands.exit_record(job, attempt).or_else(|| {
+            status
+                .as_ref()
+                .and_then(|s| s.exit)
+                .map(|(code, sig)| ExitRecord {
+                    exit_code: (sig == 0).then_some(code),
+                    signal: (sig != 0).then_some(sig),
+                    spawn_error: None,
+                    ended_at_ms: now,
+                })
+        });
+        let outside = match state {
+            "TIMEOUT" | "DEADLINE" => Some(OutsideEnd::TimeLimit("Slurm's time limit".into())),
+            "CANCELLED" => Some(OutsideEnd::Cancelled(format!(
+                "Slurm (scancel {slurm_id} outside gpuq)"
+            ))),
+            "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED" => {
+                Some(OutsideEnd::Lost(format!("Slurm job {slurm_id}: {state}")))
+            }
+            _ => None,
+        };
+        tracing::info!("job {job} attempt {attempt}: Slurm job {slurm_id} ended ({state})");
+        self.emit(AttemptEvent::Ended {
+            job,
+            attempt,
+            record,
+            outside,
+        });
+    }
+}
+
+impl Backend for SlurmCluster {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    fn start(&self, events: EventSink) {
+        if self.shared.events.set(events).is_err() {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let every = self.poll_every;
+        let _ = std::thread::Builder::new()
+            .name("slurm-poll".into())
+            .spawn(move || loop {
+                std::thread::sleep(every);
+                shared.poll();
+            });
+    }
+
+    fn launch(&self, launch: Launch) -> Result<(), String> {
+        let (job, attempt) = (launch.job, launch.attempt);
+        self.shared.tracked().insert(
+            job,
+            Tracked {
+                attempt,
+                ..Default::default()
+            },
+        );
+        let shared = Arc::clone(&self.shared);
+        // sbatch blocks: submit off the caller's thread.
+        std::thread::Builder::new()
+            .name(format!("sbatch-{job}"))
+            .spawn(move || match shared.submit(&launch) {
+                Ok(slurm_id) => {
+                    if let Some(t) = shared
+                        .tracked()
+                        .get_mut(&job)
+                        .filter(|t| t.attempt == attempt)
+                    {
+                        t.slurm_id = Some(slurm_id);
+                    }
+                    tracing::info!(
+                        "job {job} attempt {attempt} submitted to Slurm as job {slurm_id}"
+                    );
+                    shared.emit(AttemptEvent::Accepted {
+                        job,
+                        attempt,
+                        backend_id: slurm_id,
+                    });
+                }
+                Err(why) => {
+                    tracing::warn!(
+                        "job {job} attempt {attempt} could not be submitted to Slurm: {why}"
+                    );
+                    shared.tracked().remove(&job);
+                    shared.emit(AttemptEvent::Ended {
+                        job,
+                        attempt,
+                        record: Some(ExitRecord::spawn_failed(why, now_ms())),
+                        outside: None,
+                    });
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| format!("cannot start sbatch: {e}"))
+    }
+
+    /// A job Slurm has not started cannot take a signal: it is cancelled outright.
+    fn signal(&self, job: JobId, attempt: u32, signal: i32) -> bool {
+        let Some((slurm_id, running)) = self
+            .shared
+            .tracked()
+            .get(&job)
+            .filter(|t| t.attempt == attempt)
+            .and_then(|t| Some((t.slurm_id?, t.running_seen)))
+        else {
+            return false;
+        };
+        let commands = &self.shared.commands;
+        let result = if signal == libc::SIGKILL || !running {
+            commands.cancel(slurm_id, None)
+        } else {
+            commands.signal(
+                slurm_id,
+                crate::supervisor::signal_name(signal).trim_start_matches("SIG"),
+                None,
+            )
+        };
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("job {job}: scancel of Slurm job {slurm_id} failed: {e}");
+                false
+            }
+        }
+    }
+
+    /// Re-attaches by the recorded id, or by the job name if the daemon stopped
+    /// before recording it; an attempt Slurm never got is launched again.
+    fn reattach(&self, recorded: &Recorded) -> Reattached {
+        let (job, attempt) = (recorded.job, recorded.attempt);
+        let found = recorded
+            .backend_id
+            .or_else(|| self.shared.commands.find(job, attempt).ok().flatten());
+        let Some(slurm_id) = found else {
+            return Reattached::NeverLaunched;
+        };
+        self.shared.tracked().insert(
+            job,
+            Tracked {
+                attempt,
+                slurm_id: Some(slurm_id),
+                running_seen: recorded.began,
+                ..Default::default()
+            },
+        );
+        if recorded.backend_id.is_none() {
+            self.shared.emit(AttemptEvent::Accepted {
+                job,
+                attempt,
+                backend_id: slurm_id,
+            });
+        }
+        tracing::info!("job {job} attempt {attempt}: re-attached to Slurm job {slurm_id}");
+        Reattached::Running
+    }
+
+    fn status(&self, job: JobId) -> Option<String> {
+        let tracked = self.shared.tracked();
+        let s = tracked.get(&job)?.status.as_ref()?;
+        Some(match (&s.reason, s.is_pending()) {
+            (Some(r), true) => format!("waiting in Slurm: {} ({r})", s.state),
+            _ => format!(
+                "Slurm: {}{}",
+                s.state,
+                s.nodes
+                    .as_ref()
+                    .map(|n| format!(" on {n}"))
+                    .unwrap_or_default()
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, gpus: u32, kind: Option<&str>) -> SlurmNode {
+        SlurmNode {
+            name: name.into(),
+            gpus,
+            gpu_type: kind.map(str::to_string),
+            cpus: 8,
+            memory_mib: 1000,
+        }
+    }
+
+    #[test]
+    fn each_node_kind_is_offered_up_to_max_gpus() {
+        let found = [
+            node("a1", 8, Some("a100")),
+            node("a2", 8, Some("a100")),
+            node("t1", 2, Some("t4")),
+            node("cpu", 0, None),
+        ];
+        let shape = ClusterShape {
+            max_gpus: 16,
+            slots: 32,
+        };
+        let nodes = admission_nodes(&found, &shape);
+        let a100 = nodes.iter().filter(|n| n.attrs[0].model == "a100").count();
+        let t4 = nodes.iter().filter(|n| n.attrs[0].model == "t4").count();
+        assert_eq!((a100, t4), (2, 8));
+        assert!(nodes.iter().all(|n| n.gpus.len() == 8 || n.gpus.len() == 2));
+        assert_eq!(nodes_summary(&found), "2x8:a100,1x2:t4");
+        // A kind larger than max_gpus is still offered once: a job may ask for it.
+        let small = ClusterShape {
+            max_gpus: 4,
+            slots: 8,
+        };
+        assert_eq!(admission_nodes(&found, &small).len(), 1 + 2);
+    }
+}
