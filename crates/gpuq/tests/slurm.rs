@@ -4,12 +4,9 @@
 
 mod common;
 
-use common::{eventually, Daemon};
+use common::{eventually, Daemon, SLURM_CONFIG as CONFIG};
 use serde_json::Value;
 use std::time::Duration;
-
-const CONFIG: &str =
-    "backend = \"slurm\"\n[slurm]\npartition = \"gpu\"\npoll_interval = \"300ms\"\nmax_gpus = 8\n";
 
 fn slurm() -> Daemon {
     assert!(

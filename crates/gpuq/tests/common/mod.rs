@@ -23,6 +23,10 @@ pub fn as_tests_config(toml: &str) -> String {
     }
 }
 
+/// The Slurm backend's config for the cluster `bash tests/slurm/run` brings up.
+pub const SLURM_CONFIG: &str =
+    "backend = \"slurm\"\n[slurm]\npartition = \"gpu\"\npoll_interval = \"300ms\"\nmax_gpus = 8\n";
+
 pub struct Daemon {
     /// Keeps a temporary home alive (None when the test chose the directory).
     _temp: Option<tempfile::TempDir>,
@@ -290,6 +294,53 @@ impl Daemon {
         assert!(running, "job {id} never ran");
     }
 
+    /// The log of the job's latest attempt, as `gpuq logs` prints it.
+    pub fn log(&self, id: u64) -> String {
+        self.ok(&["logs", &id.to_string()])
+    }
+
+    /// Waits until the job's log has a line containing `needle`; panics (with
+    /// the job and the daemon's log) if none came within `timeout`.
+    pub fn wait_for_log(&self, id: u64, needle: &str, timeout: Duration) -> String {
+        let mut text = String::new();
+        let seen = eventually(timeout, || {
+            text = self.log(id);
+            text.lines().any(|l| l.contains(needle))
+        });
+        assert!(
+            seen,
+            "job {id} did not log {needle:?} within {timeout:?}; its log:\n{text}\njob: {}\n{}",
+            self.show(id),
+            self.daemon_log_tail(40)
+        );
+        text
+    }
+
+    /// `gpuq wait ID` with a deadline: its exit status and the job as `show`
+    /// gives it afterwards. Panics (with the job and the daemon's log) when the
+    /// job has not ended within `timeout`.
+    pub fn wait_within(&self, id: u64, timeout: Duration) -> (Option<i32>, serde_json::Value) {
+        let out = output_within(&mut self.cmd(&["wait", &id.to_string()]), timeout);
+        let Some(out) = out else {
+            panic!(
+                "job {id} did not end within {timeout:?}: {}\n{}",
+                self.show(id),
+                self.daemon_log_tail(40)
+            );
+        };
+        (out.status.code(), self.show(id))
+    }
+
+    /// The last `n` lines of the daemon's log, for failure messages.
+    pub fn daemon_log_tail(&self, n: usize) -> String {
+        let log = self.daemon_log();
+        let lines: Vec<&str> = log.lines().collect();
+        format!(
+            "the end of the daemon's log:\n{}",
+            lines[lines.len().saturating_sub(n)..].join("\n")
+        )
+    }
+
     pub fn token(&self) -> String {
         std::fs::read_to_string(self.home.as_path().join("token")).unwrap()
     }
@@ -325,6 +376,45 @@ pub fn stderr(out: &Output) -> String {
 
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs a command to its end with its output captured; kills it and returns
+/// None if it has not ended within `timeout`.
+pub fn output_within(cmd: &mut Command, timeout: Duration) -> Option<Output> {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the command") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    status.map(|status| Output {
+        status,
+        stdout,
+        stderr,
+    })
 }
 
 /// Polls `f` until it returns true or the timeout passes.
