@@ -203,12 +203,12 @@ impl Shared {
         let early = spec
             .signal
             .map(|s| (s.name().to_string(), s.lead.as_millis() / 1000));
-        let nodes = launch.placement.len().max(1) as u32;
-        let gpus_per_node = launch
-            .placement
-            .first()
-            .map(|(_, g)| g.len() as u32)
-            .unwrap_or(spec.gpus);
+        // The core's placement when it spans nodes (a job larger than one node
+        // gets whole ones); else what the spec asks. Slurm picks the real nodes.
+        let (nodes, gpus_per_node) = match launch.placement.as_slice() {
+            [(_, first), _, ..] => (launch.placement.len() as u32, first.len() as u32),
+            _ => (spec.nodes.unwrap_or(1), spec.gpus),
+        };
         let submit = SlurmSubmit {
             job: launch.job,
             attempt: launch.attempt,
