@@ -26,8 +26,8 @@ pub use duration::DurationSpec;
 pub use job::{Attempt, Event, Job};
 pub use memsize::MemSize;
 pub use scheduler::{
-    explain, schedule, Decision, DependencyState, Node, PendingJob, RunningJob, ScheduleInput,
-    WaitReason,
+    explain, schedule, Decision, DependencyState, Node, NodeGpus, NodeKind, NodeShortage,
+    PendingJob, Placement, RunningJob, ScheduleInput, WaitReason,
 };
 pub use signal::EarlySignal;
 pub use spec::{JobSpec, Priority, SpecError};

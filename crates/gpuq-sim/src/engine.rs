@@ -129,6 +129,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 opts.gpus_per_node as usize
             ],
             links: vec![vec![3; opts.gpus_per_node as usize]; opts.gpus_per_node as usize],
+            interconnect: String::new(),
         })
         .collect();
     let users: Vec<Arc<str>> = {
@@ -221,7 +222,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             if active[&id].run_start.map(|s| s + active[&id].remaining_ms) != Some(t) {
                 continue;
             }
-            allocated -= r.gpus.len() as u32;
+            allocated -= r.placement.gpu_count();
             running.remove(&id);
             let a = active.remove(&id).expect("active");
             let j = &trace[id as usize];
@@ -315,7 +316,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             )
         };
         for d in decisions {
-            let Decision::Start { job, node, gpus } = d else {
+            let Decision::Start { job, placement } = d else {
                 continue;
             };
             let a = active.get_mut(&job).expect("active");
@@ -331,7 +332,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             }
             a.run_start = Some(now);
             a.first_start.get_or_insert(now);
-            allocated += gpus.len() as u32;
+            allocated += placement.gpu_count();
             ends.push(Reverse((now + a.remaining_ms, job)));
             running.insert(
                 job,
@@ -339,8 +340,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                     id: job,
                     user: p.user,
                     project: None,
-                    node,
-                    gpus,
+                    placement,
                     ends_by: None,
                     priority: p.priority,
                     preemptible: false,
@@ -446,6 +446,7 @@ fn pending_of(id: JobId, j: &TraceJob, users: &[Arc<str>], submit: Millis) -> Pe
         priority: j.priority,
         submitted_at: submit,
         gpus: j.gpus,
+        nodes: None,
         time_limit_ms: None,
         after: vec![],
         held: false,
@@ -525,7 +526,7 @@ fn preempt_for_las(
     // Re-key waiting jobs whose queue changed is unnecessary: waiting jobs attain nothing.
     for id in victims {
         let r = running.remove(&id).expect("running");
-        *allocated -= r.gpus.len() as u32;
+        *allocated -= r.placement.gpu_count();
         let a = active.get_mut(&id).expect("active");
         let start = a.run_start.take().expect("running has a start");
         let ran = now - start;

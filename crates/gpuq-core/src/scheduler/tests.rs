@@ -2,8 +2,10 @@
 //! asserts on the decisions of one scheduling pass.
 
 use super::*;
-use proptest::prelude::*;
 use std::collections::HashMap;
+
+mod multinode;
+mod properties;
 
 #[derive(Default)]
 struct Scenario {
@@ -36,8 +38,7 @@ impl Scenario {
             id,
             user: "u".into(),
             project: None,
-            node,
-            gpus: gpus.to_vec(),
+            placement: Placement::single(node, gpus.to_vec()),
             ends_by,
             priority: Priority::Normal,
             preemptible: false,
@@ -61,6 +62,7 @@ impl Scenario {
             priority: Priority::Normal,
             submitted_at: id as Millis,
             gpus,
+            nodes: None,
             time_limit_ms: None,
             after: vec![],
             held: false,
@@ -92,6 +94,14 @@ impl Scenario {
     }
 }
 
+/// A start on one node.
+fn start(job: JobId, node: usize, gpus: Vec<u32>) -> Decision {
+    Decision::Start {
+        job,
+        placement: Placement::single(node, gpus),
+    }
+}
+
 fn started(decisions: &[Decision]) -> Vec<JobId> {
     decisions
         .iter()
@@ -115,14 +125,7 @@ fn gang_allocation_waits_for_all_gpus() {
         .running(1, 0, &[0, 1], None)
         .queued(2, 2)
         .run();
-    assert_eq!(
-        d,
-        vec![Decision::Start {
-            job: 2,
-            node: 0,
-            gpus: vec![2, 3]
-        }]
-    );
+    assert_eq!(d, vec![start(2, 0, vec![2, 3])]);
 }
 
 #[test]
@@ -155,14 +158,7 @@ fn best_fit_picks_the_tightest_node() {
         .running(1, 1, &[0, 1], None)
         .queued(2, 2)
         .run();
-    assert_eq!(
-        d,
-        vec![Decision::Start {
-            job: 2,
-            node: 1,
-            gpus: vec![2, 3]
-        }]
-    );
+    assert_eq!(d, vec![start(2, 1, vec![2, 3])]);
 }
 
 #[test]
@@ -345,99 +341,6 @@ fn no_second_preemption_while_victims_are_stopping() {
     assert!(d.is_empty());
 }
 
-/// A random workload: submissions and job ends interleaved, on random nodes.
-fn ops() -> impl Strategy<Value = (Vec<u32>, Vec<(bool, u32, u8)>)> {
-    (
-        proptest::collection::vec(0u32..6, 1..4),
-        proptest::collection::vec((any::<bool>(), 0u32..7, any::<u8>()), 1..80),
-    )
-}
-
-proptest! {
-    /// Whatever the sequence of submits and exits, no GPU is ever held by two
-    /// running jobs and every started job gets exactly the GPUs it asked for.
-    #[test]
-    fn no_gpu_is_shared_and_counts_are_honoured((node_sizes, ops) in ops()) {
-        let nodes: Vec<Node> = node_sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &g)| Node { name: format!("n{i}"), gpus: (0..g).collect(), slots: 4, ..Default::default() })
-            .collect();
-        let mut running: Vec<RunningJob> = Vec::new();
-        let mut pending: Vec<PendingJob> = Vec::new();
-        let mut asked: HashMap<JobId, u32> = HashMap::new();
-        let mut class: HashMap<JobId, (Priority, bool)> = HashMap::new();
-        let mut next_id: JobId = 1;
-        let mut now: Millis = 0;
-        for (submit, gpus, pick) in ops {
-            now += 10;
-            if submit {
-                pending.push(PendingJob {
-                    id: next_id,
-                    user: "u".into(),
-                    project: None,
-                    priority: [Priority::Low, Priority::Normal, Priority::High][pick as usize % 3],
-                    submitted_at: now,
-                    gpus,
-                    time_limit_ms: (pick % 2 == 0).then_some(pick as u64 * 10),
-                    after: vec![],
-                    held: false,
-                    eligible_at: None,
-                    gpu_type: None,
-                    gpu_mem_mib: None,
-                });
-                asked.insert(next_id, gpus);
-                class.insert(next_id, ([Priority::Low, Priority::Normal, Priority::High][pick as usize % 3], pick % 5 < 2));
-                next_id += 1;
-            } else if !running.is_empty() {
-                running.remove(pick as usize % running.len());
-            }
-            pending.sort_by_key(PendingJob::queue_key);
-            let lookup = |_| DependencyState::Succeeded;
-            let policy = Policy::default();
-            let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false, policy: &policy };
-            for d in schedule(&input, &pending) {
-                match d {
-                    Decision::Start { job, node, gpus } => {
-                        prop_assert_eq!(gpus.len() as u32, asked[&job]);
-                        prop_assert!(gpus.iter().all(|g| nodes[node].gpus.contains(g)));
-                        pending.retain(|p| p.id != job);
-                        running.push(RunningJob {
-                            id: job,
-                            user: "u".into(),
-                            project: None,
-                            node,
-                            gpus,
-                            ends_by: None,
-                            priority: class[&job].0,
-                            preemptible: class[&job].1,
-                            stopping: false,
-                        });
-                    }
-                    Decision::Fail { job, .. } => {
-                        prop_assert!(asked[&job] > *node_sizes.iter().max().unwrap());
-                        pending.retain(|p| p.id != job);
-                    }
-                    Decision::Preempt { job, for_job } => {
-                        let victim = running.iter_mut().find(|r| r.id == job).unwrap();
-                        prop_assert!(victim.preemptible && !victim.stopping, "only preemptible jobs are stopped, once");
-                        prop_assert!(victim.priority < class[&for_job].0, "only for a higher class");
-                        victim.stopping = true;
-                    }
-                }
-            }
-            let mut held = std::collections::HashSet::new();
-            for r in &running {
-                for g in &r.gpus {
-                    prop_assert!(held.insert((r.node, *g)), "GPU {} on node {} held twice", g, r.node);
-                }
-            }
-            let per_node = |n: usize| running.iter().filter(|r| r.node == n).count() as u32;
-            prop_assert!((0..nodes.len()).all(|n| per_node(n) <= nodes[n].slots));
-        }
-    }
-}
-
 fn reasons(s: Scenario) -> HashMap<JobId, WaitReason> {
     let mut s = s;
     s.pending.sort_by_key(PendingJob::queue_key);
@@ -589,61 +492,6 @@ impl Scenario {
     }
 }
 
-proptest! {
-    /// EASY backfill never starves the head: under a continuous stream of small
-    /// jobs, a job that needs the whole node starts no later than the time
-    /// limits of the jobs running when it arrived allow.
-    #[test]
-    fn the_head_is_never_starved_by_a_stream_of_small_jobs(
-        initial in proptest::collection::vec((1u32..3, 1i64..50), 1..4),
-        stream in proptest::collection::vec((1u32..3, 1i64..60), 1..200),
-    ) {
-        let nodes = vec![Node { name: "n".into(), gpus: (0..4).collect(), slots: 64, ..Default::default() }];
-        let policy = Policy::default();
-        let lookup = |_| DependencyState::Succeeded;
-        let mut running: Vec<RunningJob> = Vec::new();
-        let mut next_gpu = 0u32;
-        for (i, (g, limit)) in initial.iter().enumerate() {
-            let g = (*g).min(4 - next_gpu);
-            if g == 0 { break; }
-            running.push(RunningJob { id: 1000 + i as u64, user: "u".into(), project: None,
-                gpus: (next_gpu..next_gpu + g).collect(), node: 0, ends_by: Some(*limit),
-                priority: Priority::Normal, preemptible: false, stopping: false });
-            next_gpu += g;
-        }
-        // The head arrives at t=0 and can start, at the latest, when every job running then has ended.
-        let deadline = running.iter().filter_map(|r| r.ends_by).max().unwrap_or(0);
-        let head = PendingJob { id: 1, user: "u".into(), project: None, priority: Priority::Normal,
-            submitted_at: 0, gpus: 4, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None };
-        let mut pending = vec![head];
-        let mut head_started = None;
-        for (t, (g, limit)) in stream.iter().enumerate() {
-            let now = t as i64;
-            running.retain(|r| r.ends_by.is_none_or(|e| e > now));
-            pending.push(PendingJob { id: 10 + t as u64, user: "u".into(), project: None,
-                priority: Priority::Normal, submitted_at: now + 1, gpus: *g, time_limit_ms: Some(*limit as u64),
-                after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None });
-            let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false, policy: &policy };
-            for d in schedule(&input, &pending) {
-                if let Decision::Start { job, node, gpus } = d {
-                    let p = pending.iter().find(|p| p.id == job).unwrap().clone();
-                    if job == 1 { head_started = Some(now); }
-                    running.push(RunningJob { id: job, user: "u".into(), project: None, node, gpus,
-                        ends_by: Some(now + p.time_limit_ms.unwrap() as i64), priority: p.priority,
-                        preemptible: false, stopping: false });
-                    pending.retain(|q| q.id != job);
-                }
-            }
-            if head_started.is_some() { break; }
-        }
-        if let Some(at) = head_started {
-            prop_assert!(at <= deadline, "head started at {} after its reserved time {}", at, deadline);
-        } else {
-            prop_assert!((stream.len() as i64) <= deadline, "the stream ran past {} and the head never started", deadline);
-        }
-    }
-}
-
 #[test]
 fn gpu_type_and_memory_constraints_pick_matching_gpus() {
     let attrs = |m: &str, mem: u64| GpuAttrs {
@@ -667,26 +515,12 @@ fn gpu_type_and_memory_constraints_pick_matching_gpus() {
         j.gpu_type = Some("l4".into())
     })
     .run();
-    assert_eq!(
-        l4,
-        vec![Decision::Start {
-            job: 1,
-            node: 0,
-            gpus: vec![2, 3]
-        }]
-    );
+    assert_eq!(l4, vec![start(1, 0, vec![2, 3])]);
     let big = with(s.clone_scenario().queued(1, 1), &|j| {
         j.gpu_mem_mib = Some(40 * 1024)
     })
     .run();
-    assert_eq!(
-        big,
-        vec![Decision::Start {
-            job: 1,
-            node: 0,
-            gpus: vec![0]
-        }]
-    );
+    assert_eq!(big, vec![start(1, 0, vec![0])]);
     let none = with(s.clone_scenario().queued(1, 1), &|j| {
         j.gpu_type = Some("H100".into())
     })
@@ -720,11 +554,7 @@ fn multi_gpu_jobs_get_the_best_connected_gpus() {
         .collect();
     assert_eq!(
         s.run(),
-        vec![Decision::Start {
-            job: 2,
-            node: 0,
-            gpus: vec![4, 5]
-        }],
+        vec![start(2, 0, vec![4, 5])],
         "not 3 and 4, across islands"
     );
 }

@@ -1,0 +1,410 @@
+//! One scheduling pass over the queue: dependencies, holds, quotas, then a
+//! start on one node or on several, a reservation for the first job that
+//! cannot start, and preemption for it.
+
+use super::gang::{self, GangOption, Kinds, Request};
+use super::pool::Pool;
+use super::preempt;
+use super::reserve::{self, NodeGroup, Reservation};
+use super::*;
+
+/// What trying to start a job came to.
+enum Attempt {
+    Started,
+    /// No node (or not enough nodes) has room for it now.
+    NoRoom,
+    /// It has room, but only where it would delay the reserved job.
+    Reserved,
+}
+
+/// The state of one pass: what is free, what is reserved, what was decided.
+struct Pass<'a, 'p> {
+    input: &'a ScheduleInput<'a>,
+    pool: Pool<'a>,
+    /// Computed the first time a job needs the kinds of node.
+    kinds: Option<Kinds>,
+    reservation: Option<Reservation>,
+    /// The first job held back for lack of GPUs: the one preemption may make room for.
+    blocked_head: Option<(&'p PendingJob, Request)>,
+    /// GPUs held per user and per project, for quotas (including this pass's starts).
+    user_gpus: HashMap<Arc<str>, u32>,
+    project_gpus: HashMap<Arc<str>, u32>,
+    decisions: Vec<Decision>,
+}
+
+pub(super) fn run<'p>(
+    input: &ScheduleInput<'_>,
+    pending: impl IntoIterator<Item = &'p PendingJob>,
+    mut reasons: Option<&mut Vec<(JobId, WaitReason)>>,
+) -> Vec<Decision> {
+    let pending = fair_share_order(input.policy, pending);
+    let explaining = reasons.is_some();
+    let mut why = |job: JobId, reason: WaitReason| {
+        if let Some(r) = reasons.as_deref_mut() {
+            r.push((job, reason));
+        }
+    };
+    let mut user_gpus: HashMap<Arc<str>, u32> = HashMap::new();
+    let mut project_gpus: HashMap<Arc<str>, u32> = HashMap::new();
+    for r in input.running {
+        let held = r.placement.gpu_count();
+        *user_gpus.entry(r.user.clone()).or_default() += held;
+        if let Some(p) = &r.project {
+            *project_gpus.entry(p.clone()).or_default() += held;
+        }
+    }
+    let mut pass = Pass {
+        input,
+        pool: Pool::new(input.nodes, input.running),
+        kinds: None,
+        reservation: None,
+        blocked_head: None,
+        user_gpus,
+        project_gpus,
+        decisions: Vec::new(),
+    };
+    for job in pending {
+        match dependency_verdict(job, input.dependency) {
+            DependencyVerdict::Ready => {}
+            DependencyVerdict::Wait(dep) => {
+                why(job.id, WaitReason::Dependency(dep));
+                continue;
+            }
+            DependencyVerdict::Fail(reason) => {
+                pass.decisions.push(Decision::Fail {
+                    job: job.id,
+                    reason,
+                });
+                continue;
+            }
+        }
+        let request = match gang::request(job, input.nodes, pass.pool.largest, &mut pass.kinds) {
+            Ok(r) => r,
+            Err(reason) => {
+                pass.decisions.push(Decision::Fail {
+                    job: job.id,
+                    reason,
+                });
+                continue;
+            }
+        };
+        if input.drained || job.held || job.eligible_at.is_some_and(|t| t > input.now) {
+            let reason = match (input.drained, job.held, job.eligible_at) {
+                (_, true, _) => WaitReason::Held,
+                (true, _, _) => WaitReason::Drained,
+                (_, _, until) => WaitReason::BackOff {
+                    until: until.unwrap_or(input.now),
+                },
+            };
+            why(job.id, reason);
+            continue;
+        }
+        if let Some(reason) = pass.quota_reason(job) {
+            why(job.id, reason);
+            continue;
+        }
+        let attempt = match &request {
+            Request::Single => pass.try_single(job),
+            Request::Gang(options) => pass.try_gang(job, options),
+        };
+        match attempt {
+            Attempt::Started => {}
+            Attempt::NoRoom => {
+                let mut reserved = None;
+                if pass.reservation.is_none() && job.total_gpus() > 0 {
+                    let groups = pass.groups(job, &request);
+                    pass.reservation = reserve::reserve(input.now, &pass.pool, &groups);
+                    reserved = pass.reservation.as_ref().map(|r| r.start);
+                    pass.blocked_head = Some((job, request.clone()));
+                }
+                if explaining {
+                    why(job.id, pass.resources_reason(job, &request, reserved));
+                }
+                if input.policy.strict_order {
+                    break;
+                }
+            }
+            Attempt::Reserved if input.policy.strict_order => break,
+            Attempt::Reserved => {
+                let head = pass.blocked_head.as_ref().map_or(job.id, |(h, _)| h.id);
+                let start = pass.reservation.as_ref().and_then(|r| r.start);
+                why(
+                    job.id,
+                    WaitReason::Reservation {
+                        for_job: head,
+                        start,
+                    },
+                );
+            }
+        }
+    }
+    if let Some((head, request)) = pass.blocked_head.take() {
+        let groups = pass.groups(head, &request);
+        for victim in preempt::victims(head, &groups, input.running, &pass.pool) {
+            pass.decisions.push(Decision::Preempt {
+                job: victim,
+                for_job: head.id,
+            });
+        }
+    }
+    pass.decisions
+}
+
+impl<'a, 'p> Pass<'a, 'p> {
+    fn quota_reason(&self, job: &PendingJob) -> Option<WaitReason> {
+        let gpus = job.total_gpus();
+        if gpus == 0 {
+            return None;
+        }
+        let policy = self.input.policy;
+        let used = self.user_gpus.get(&job.user).copied().unwrap_or(0);
+        if let Some(limit) = policy.user_limit(&job.user).filter(|&l| used + gpus > l) {
+            return Some(WaitReason::UserQuota {
+                user: job.user.clone(),
+                used,
+                limit,
+            });
+        }
+        let project = job.project.as_ref()?;
+        let used = self.project_gpus.get(project).copied().unwrap_or(0);
+        let limit = *policy
+            .project_max_gpus
+            .get(project)
+            .filter(|&&l| used + gpus > l)?;
+        Some(WaitReason::ProjectQuota {
+            project: project.clone(),
+            used,
+            limit,
+        })
+    }
+
+    fn ends_by(&self, job: &PendingJob) -> Option<Millis> {
+        job.time_limit_ms
+            .map(|t| self.input.now.saturating_add(t as i64))
+    }
+
+    /// A job on one node: best fit, within the reservation's rule.
+    fn try_single(&mut self, job: &'p PendingJob) -> Attempt {
+        let pool = &self.pool;
+        // Fast path for deep queues: most waiting jobs fit nowhere; decide that without allocating.
+        let fits_somewhere = if job.is_constrained() {
+            (0..pool.nodes.len())
+                .any(|n| pool.free_slots[n] > 0 && pool.suitable_free(n, job) >= job.gpus)
+        } else {
+            pool.fits_anywhere(job.gpus)
+        };
+        if !fits_somewhere {
+            return Attempt::NoRoom;
+        }
+        let ends_by = self.ends_by(job);
+        let admits = |n: usize| {
+            self.reservation
+                .as_ref()
+                .is_none_or(|r| r.allows(n, job.gpus, ends_by))
+        };
+        let chosen = if job.is_constrained() {
+            let mut fits: Vec<(u32, usize)> = (0..pool.nodes.len())
+                .filter(|&n| pool.free_slots[n] > 0)
+                .map(|n| (pool.suitable_free(n, job), n))
+                .filter(|&(usable, _)| usable >= job.gpus)
+                .map(|(usable, n)| (usable - job.gpus, n))
+                .collect();
+            fits.sort_unstable();
+            fits.into_iter().map(|(_, n)| n).find(|&n| admits(n))
+        } else {
+            pool.best_fit(job.gpus, admits)
+        };
+        let Some(node) = chosen else {
+            return Attempt::Reserved;
+        };
+        let candidates = self.pool.free_suiting(node, job);
+        let gpus = self.pool.nodes[node].pick(&candidates, job.gpus as usize);
+        self.start(job, Placement::single(node, gpus), ends_by);
+        Attempt::Started
+    }
+
+    /// A job on several nodes of one kind, all at once.
+    fn try_gang(&mut self, job: &'p PendingJob, options: &[GangOption]) -> Attempt {
+        let kinds = self.kinds.as_ref().expect("computed with the request");
+        let ends_by = self.ends_by(job);
+        let mut has_room = false;
+        let mut chosen = None;
+        for option in options {
+            let ready = gang::ready_nodes(&self.pool, kinds, option, job);
+            if ready.len() < option.nodes as usize {
+                continue;
+            }
+            has_room = true;
+            let admitted: Vec<usize> = ready
+                .into_iter()
+                .filter(|&n| {
+                    self.reservation
+                        .as_ref()
+                        .is_none_or(|r| r.allows(n, option.per_node, ends_by))
+                })
+                .take(option.nodes as usize)
+                .collect();
+            if admitted.len() == option.nodes as usize {
+                chosen = Some((*option, admitted));
+                break;
+            }
+        }
+        let Some((option, mut at)) = chosen else {
+            return if has_room {
+                Attempt::Reserved
+            } else {
+                Attempt::NoRoom
+            };
+        };
+        // Rank order: by node index, so rank 0 is the lowest node of the placement.
+        at.sort_unstable();
+        let placement = at
+            .into_iter()
+            .map(|n| {
+                let candidates = self.pool.free_suiting(n, job);
+                NodeGpus {
+                    node: n,
+                    gpus: self.pool.nodes[n].pick(&candidates, option.per_node as usize),
+                }
+            })
+            .collect();
+        self.start(job, Placement(placement), ends_by);
+        Attempt::Started
+    }
+
+    fn start(&mut self, job: &PendingJob, placement: Placement, ends_by: Option<Millis>) {
+        for part in &placement.0 {
+            self.pool.take(part.node, &part.gpus, ends_by);
+            if let Some(r) = &mut self.reservation {
+                r.take(part.node, part.gpus.len() as u32, ends_by);
+            }
+        }
+        let held = placement.gpu_count();
+        *self.user_gpus.entry(job.user.clone()).or_default() += held;
+        if let Some(p) = &job.project {
+            *self.project_gpus.entry(p.clone()).or_default() += held;
+        }
+        self.decisions.push(Decision::Start {
+            job: job.id,
+            placement,
+        });
+    }
+
+    /// The nodes `job` could use, as reservations and preemption see them.
+    fn groups(&self, job: &PendingJob, request: &Request) -> Vec<NodeGroup> {
+        let nodes = self.input.nodes;
+        match request {
+            Request::Single => vec![NodeGroup {
+                candidates: (0..nodes.len())
+                    .filter(|&n| nodes[n].suitable(job) >= job.gpus)
+                    .collect(),
+                count: 1,
+                per_node: job.gpus,
+                kind: None,
+            }],
+            Request::Gang(options) => {
+                let kinds = self.kinds.as_ref().expect("computed with the request");
+                options
+                    .iter()
+                    .map(|o| NodeGroup {
+                        candidates: kinds.members[o.kind].clone(),
+                        count: o.nodes,
+                        per_node: o.per_node,
+                        kind: Some(o.kind),
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Why a job with no room waits, for `explain`.
+    fn resources_reason(
+        &mut self,
+        job: &PendingJob,
+        request: &Request,
+        reserved: Option<Option<Millis>>,
+    ) -> WaitReason {
+        let pool = &self.pool;
+        if pool.free_slots.iter().all(|&s| s == 0) {
+            return WaitReason::Slots;
+        }
+        let kinds = self.kinds.get_or_insert_with(|| Kinds::of(pool.nodes));
+        match request {
+            Request::Single if kinds.members.len() <= 1 => WaitReason::Resources {
+                gpus: job.gpus,
+                most_free: (0..pool.nodes.len())
+                    .filter(|&n| pool.free_slots[n] > 0)
+                    .map(|n| pool.free[n])
+                    .max()
+                    .unwrap_or(0),
+                reserved,
+            },
+            Request::Single => WaitReason::Nodes(gang::single_shortage(pool, kinds, job, reserved)),
+            Request::Gang(options) => {
+                let reserved_kind = reserved.and(self.reservation.as_ref()).and_then(|r| r.kind);
+                WaitReason::Nodes(gang::gang_shortage(
+                    pool,
+                    kinds,
+                    options,
+                    job,
+                    reserved,
+                    reserved_kind,
+                ))
+            }
+        }
+    }
+}
+
+/// Queue order with fair share: priority class, then the user's standing, then
+/// submit order. Without standings, or with one user, the caller's order is kept
+/// and nothing is sorted (deep single-user queues stay cheap).
+fn fair_share_order<'p>(
+    policy: &Policy,
+    pending: impl IntoIterator<Item = &'p PendingJob>,
+) -> Vec<&'p PendingJob> {
+    let mut jobs: Vec<&PendingJob> = pending.into_iter().collect();
+    let several_users = jobs.windows(2).any(|w| w[0].user != w[1].user);
+    if policy.standing.is_empty() || !several_users {
+        return jobs;
+    }
+    jobs.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(
+                policy
+                    .standing_of(&a.user)
+                    .total_cmp(&policy.standing_of(&b.user)),
+            )
+            .then((a.submitted_at, a.id).cmp(&(b.submitted_at, b.id)))
+    });
+    jobs
+}
+
+enum DependencyVerdict {
+    Ready,
+    Wait(JobId),
+    Fail(String),
+}
+
+fn dependency_verdict(
+    job: &PendingJob,
+    lookup: &dyn Fn(JobId) -> DependencyState,
+) -> DependencyVerdict {
+    let mut wait = None;
+    for &dep in &job.after {
+        match lookup(dep) {
+            DependencyState::Succeeded => {}
+            DependencyState::Pending => wait = wait.or(Some(dep)),
+            DependencyState::Ended(state) => {
+                return DependencyVerdict::Fail(format!("dependency job {dep} {state}"))
+            }
+            DependencyState::Missing => {
+                return DependencyVerdict::Fail(format!("dependency job {dep} does not exist"))
+            }
+        }
+    }
+    match wait {
+        Some(dep) => DependencyVerdict::Wait(dep),
+        None => DependencyVerdict::Ready,
+    }
+}
