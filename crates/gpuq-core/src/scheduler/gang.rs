@@ -68,15 +68,16 @@ pub(super) fn request(
     } else {
         largest
     };
-    let asked = crate::plural(job.gpus.into(), "GPU");
+    // Only on the way to a `Fail`: the common case allocates nothing.
+    let asked = || crate::plural(job.gpus.into(), "GPU");
     match job.nodes {
         None | Some(0) | Some(1) => {
             if job.gpus <= largest {
                 return Ok(Request::Single);
             }
-            let too_large = format!("job asks for {asked}; the largest node has {largest}");
+            let too_large = || format!("job asks for {}; the largest node has {largest}", asked());
             if job.nodes.is_some() {
-                return Err(too_large);
+                return Err(too_large());
             }
             let kinds = kinds.get_or_insert_with(|| Kinds::of(nodes));
             let mut options = Vec::new();
@@ -103,9 +104,10 @@ pub(super) fn request(
             }
             if options.is_empty() {
                 return Err(match most {
-                    None => too_large,
+                    None => too_large(),
                     Some((capacity, count, k)) => format!(
-                        "{too_large} and the most on nodes of one kind is {capacity} ({count} {} nodes)",
+                        "{} and the most on nodes of one kind is {capacity} ({count} {} nodes)",
+                        too_large(),
                         kinds.label(nodes, k)
                     ),
                 });
@@ -139,7 +141,8 @@ pub(super) fn request(
                     m => format!("at most {m} nodes of one kind have that many"),
                 };
                 return Err(format!(
-                    "job asks for {count} nodes with {asked} each; {have}{}",
+                    "job asks for {count} nodes with {} each; {have}{}",
+                    asked(),
                     if job.is_constrained() {
                         " that suit it"
                     } else {
