@@ -2,9 +2,10 @@
 //! event one pass of the daemon's scheduler core (`gpuq_core::schedule`) over
 //! the waiting jobs in the policy's order.
 
+use crate::cluster::Cluster;
 use crate::trace::TraceJob;
 use gpuq_core::scheduler::las::{self, LasJob, TIRESIAS_THRESHOLDS};
-use gpuq_core::scheduler::{GpuAttrs, Policy};
+use gpuq_core::scheduler::{can_ever_place, Policy};
 use gpuq_core::{
     schedule, Decision, DependencyState, JobId, Millis, Node, PendingJob, RunningJob, ScheduleInput,
 };
@@ -54,8 +55,7 @@ impl PolicyName {
 
 #[derive(Debug, Clone)]
 pub struct SimOptions {
-    pub nodes: u32,
-    pub gpus_per_node: u32,
+    pub cluster: Cluster,
     pub policy: PolicyName,
     /// Fair-share half-life (gpuq policy), seconds.
     pub half_life_s: f64,
@@ -73,8 +73,7 @@ pub struct SimOptions {
 impl Default for SimOptions {
     fn default() -> Self {
         Self {
-            nodes: 16,
-            gpus_per_node: 4,
+            cluster: Cluster::uniform(16, 4),
             policy: PolicyName::Gpuq,
             half_life_s: 7.0 * 86_400.0,
             user_max_gpus: None,
@@ -94,10 +93,12 @@ pub struct Outcome {
     pub gpus: u32,
     pub duration_ms: Millis,
     pub preemptions: u32,
+    /// The most nodes it ran on at once (1 for a job that fits on one).
+    pub nodes: u32,
 }
 
 pub struct Run {
-    /// Indexed like the trace; jobs too big for the cluster are `None`.
+    /// Indexed like the trace; jobs that can never be placed on the cluster are `None`.
     pub outcomes: Vec<Option<Outcome>>,
     /// (time, allocated GPUs) samples every `sample_every_s`.
     pub allocation: Vec<(Millis, u32)>,
@@ -112,26 +113,14 @@ struct Active {
     attained_gpu_s: f64,
     first_start: Option<Millis>,
     preemptions: u32,
+    nodes: u32,
 }
 
 pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
-    let total_gpus = opts.nodes * opts.gpus_per_node;
-    let nodes: Vec<Node> = (0..opts.nodes)
-        .map(|n| Node {
-            name: format!("n{n}"),
-            gpus: (0..opts.gpus_per_node).collect(),
-            slots: opts.gpus_per_node.max(1) * 4,
-            attrs: vec![
-                GpuAttrs {
-                    model: "sim".into(),
-                    memory_mib: 81920,
-                };
-                opts.gpus_per_node as usize
-            ],
-            links: vec![vec![3; opts.gpus_per_node as usize]; opts.gpus_per_node as usize],
-            interconnect: String::new(),
-        })
-        .collect();
+    let total_gpus = opts.cluster.total_gpus();
+    let nodes: Vec<Node> = opts.cluster.nodes();
+    // Whether jobs of a size can ever be placed (the core fails the others): by size, once.
+    let mut placeable: HashMap<u32, bool> = HashMap::new();
     let users: Vec<Arc<str>> = {
         let mut names: HashMap<&str, Arc<str>> = HashMap::new();
         trace
@@ -151,8 +140,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
     let mut queue: BTreeMap<(i64, Millis, JobId), PendingJob> = BTreeMap::new();
     // The same keys per user (gpuq's fair-share order merges users' queues).
     let mut by_user: HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>> = HashMap::new();
-    // Ordered: the pass sees running jobs in the same order in every run (determinism).
-    let mut running: BTreeMap<JobId, RunningJob> = BTreeMap::new();
+    let mut running = RunningSet::default();
     let mut ends: BinaryHeap<Reverse<(Millis, JobId)>> = BinaryHeap::new();
     let mut policy = Policy {
         default_user_max_gpus: opts.user_max_gpus,
@@ -188,10 +176,10 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         // Tiresias re-ranks when a running job crosses a queue threshold.
         let crossing = if opts.policy == PolicyName::Tiresias {
             running
-                .keys()
+                .ids()
                 .filter_map(|id| {
-                    let a = &active[id];
-                    let gpus = trace[*id as usize].gpus.max(1) as f64;
+                    let a = &active[&id];
+                    let gpus = trace[id as usize].gpus.max(1) as f64;
                     let q = las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS);
                     let threshold = *TIRESIAS_THRESHOLDS.get(q)?;
                     let since = a.run_start?;
@@ -218,12 +206,13 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             }
             ends.pop();
             // A stale end (the job was preempted since) is skipped.
-            let Some(r) = running.get(&id) else { continue };
-            if active[&id].run_start.map(|s| s + active[&id].remaining_ms) != Some(t) {
+            if running.get(id).is_none()
+                || active[&id].run_start.map(|s| s + active[&id].remaining_ms) != Some(t)
+            {
                 continue;
             }
+            let r = running.remove(id).expect("running");
             allocated -= r.placement.gpu_count();
-            running.remove(&id);
             let a = active.remove(&id).expect("active");
             let j = &trace[id as usize];
             let used = j.gpus as f64 * (t - a.run_start.unwrap_or(t)) as f64 / 1000.0;
@@ -235,6 +224,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 gpus: j.gpus,
                 duration_ms: ms(j.duration_s),
                 preemptions: a.preemptions,
+                nodes: a.nodes,
             });
             freed = true;
         }
@@ -245,10 +235,14 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             }
             let id = next_arrival as JobId;
             next_arrival += 1;
-            if j.gpus > opts.gpus_per_node {
-                continue; // never fits a node: left out of the figures (counted apart)
-            }
             let submit = ms(j.submit_s);
+            let pending = pending_of(id, j, &users, submit);
+            let fits = *placeable
+                .entry(j.gpus)
+                .or_insert_with(|| can_ever_place(&pending, &nodes));
+            if !fits {
+                continue; // never fits the cluster: left out of the figures (counted apart)
+            }
             active.insert(
                 id,
                 Active {
@@ -257,6 +251,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                     attained_gpu_s: 0.0,
                     first_start: None,
                     preemptions: 0,
+                    nodes: 0,
                 },
             );
             let key = key_of(id, opts.policy, submit, 0.0);
@@ -264,7 +259,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 .entry(users[id as usize].clone())
                 .or_default()
                 .insert(key);
-            queue.insert(key, pending_of(id, j, &users, submit));
+            queue.insert(key, pending);
             arrived = true;
         }
         if opts.policy == PolicyName::Tiresias
@@ -297,11 +292,10 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 .map(|(u, v)| (u.clone(), v / now_decay))
                 .collect();
         }
-        let running_now: Vec<RunningJob> = running.values().cloned().collect();
         let input = ScheduleInput {
             now,
             nodes: &nodes,
-            running: &running_now,
+            running: running.as_slice(),
             dependency: &no_deps,
             drained: false,
             policy: &policy,
@@ -312,7 +306,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         } else {
             schedule(
                 &input,
-                candidates(&queue, &by_user, &policy, total_gpus - allocated, opts),
+                candidates(&queue, &by_user, &policy, total_gpus - allocated),
             )
         };
         for d in decisions {
@@ -332,21 +326,19 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             }
             a.run_start = Some(now);
             a.first_start.get_or_insert(now);
+            a.nodes = a.nodes.max(placement.0.len() as u32);
             allocated += placement.gpu_count();
             ends.push(Reverse((now + a.remaining_ms, job)));
-            running.insert(
-                job,
-                RunningJob {
-                    id: job,
-                    user: p.user,
-                    project: None,
-                    placement,
-                    ends_by: None,
-                    priority: p.priority,
-                    preemptible: false,
-                    stopping: false,
-                },
-            );
+            running.insert(RunningJob {
+                id: job,
+                user: p.user,
+                project: None,
+                placement,
+                ends_by: None,
+                priority: p.priority,
+                preemptible: false,
+                stopping: false,
+            });
         }
     }
     Run {
@@ -360,8 +352,8 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
 /// The waiting jobs a pass needs to see, in the policy's order: those that fit
 /// the free GPUs by count, up to twice the free GPUs plus 16 of them (each start
 /// takes at least one GPU; the margin covers jobs that fit by count but not on
-/// one node), and the first that does not fit (it holds the backfill
-/// reservation). Strict FIFO needs only the prefix up to the first blocked job.
+/// one node, or not on whole nodes of one kind), and the first that does not
+/// fit (it holds the backfill reservation). Strict FIFO needs only the prefix up to the first blocked job.
 /// The jobs left out cannot start in this pass, so the decisions are the
 /// core's on the whole queue, at a fraction of the cost on deep queues.
 fn candidates<'q>(
@@ -369,9 +361,7 @@ fn candidates<'q>(
     by_user: &HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>>,
     policy: &Policy,
     free: u32,
-    opts: &SimOptions,
 ) -> Vec<&'q PendingJob> {
-    let max_free = free.min(opts.gpus_per_node);
     let limit = 2 * free as usize + 16;
     let ordered: Box<dyn Iterator<Item = &PendingJob>> = if policy.standing.is_empty() {
         Box::new(queue.values())
@@ -412,7 +402,8 @@ fn candidates<'q>(
     let mut big_seen = false;
     let mut used = 0u32;
     for p in ordered {
-        if p.gpus <= max_free {
+        // A placement holds at least the GPUs asked for (whole nodes may round up).
+        if p.gpus <= free {
             // Jobs after this point come after every job passed: no reservation
             // made for a later big job could change what these do.
             if fitting >= limit {
@@ -462,15 +453,15 @@ fn las_may_preempt(
     now: Millis,
     trace: &[TraceJob],
     active: &HashMap<JobId, Active>,
-    running: &BTreeMap<JobId, RunningJob>,
+    running: &RunningSet,
     queue: &BTreeMap<(i64, Millis, JobId), PendingJob>,
 ) -> bool {
     let Some(((best_waiting, _, _), _)) = queue.first_key_value() else {
         return false;
     };
-    running.keys().any(|id| {
-        let a = &active[id];
-        let gpus = trace[*id as usize].gpus as f64;
+    running.ids().any(|id| {
+        let a = &active[&id];
+        let gpus = trace[id as usize].gpus as f64;
         let attained = a.attained_gpu_s
             + a.run_start
                 .map_or(0.0, |s| gpus * (now - s) as f64 / 1000.0);
@@ -485,7 +476,7 @@ fn preempt_for_las(
     now: Millis,
     trace: &[TraceJob],
     active: &mut HashMap<JobId, Active>,
-    running: &mut BTreeMap<JobId, RunningJob>,
+    running: &mut RunningSet,
     queue: &mut BTreeMap<(i64, Millis, JobId), PendingJob>,
     by_user: &mut HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>>,
     allocated: &mut u32,
@@ -503,29 +494,34 @@ fn preempt_for_las(
     };
     // Only the running jobs and the head of the waiting queue (already in 2D-LAS
     // order) can be among the first `capacity` GPUs' worth: the rest need not be ranked.
-    let capacity = (opts.nodes * opts.gpus_per_node) as usize;
+    // GPUs by count, the cluster's shape aside: a kept job may still find no room
+    // (fragmentation, or no whole nodes of one kind for a multi-node job).
+    let capacity = opts.cluster.total_gpus();
+    let job = |id: JobId, gpus: u32| LasJob {
+        id,
+        gpus,
+        attained_gpu_seconds: attained(&id, &active[&id]),
+        submitted_at: ms(trace[id as usize].submit_s),
+    };
+    // A running job counts the GPUs it holds (whole nodes may round up), a waiting one what it asks.
     let jobs: Vec<LasJob> = running
-        .keys()
-        .chain(queue.values().map(|p| &p.id).take(capacity))
-        .map(|id| LasJob {
-            id: *id,
-            gpus: trace[*id as usize].gpus,
-            attained_gpu_seconds: attained(id, &active[id]),
-            submitted_at: ms(trace[*id as usize].submit_s),
-        })
+        .as_slice()
+        .iter()
+        .map(|r| job(r.id, r.placement.gpu_count()))
+        .chain(
+            queue
+                .values()
+                .take(capacity as usize)
+                .map(|p| job(p.id, p.gpus)),
+        )
         .collect();
-    let keep: std::collections::HashSet<JobId> =
-        las::keep(&jobs, opts.nodes * opts.gpus_per_node, &TIRESIAS_THRESHOLDS)
-            .into_iter()
-            .collect();
-    let victims: Vec<JobId> = running
-        .keys()
-        .filter(|id| !keep.contains(id))
-        .copied()
+    let keep: std::collections::HashSet<JobId> = las::keep(&jobs, capacity, &TIRESIAS_THRESHOLDS)
+        .into_iter()
         .collect();
+    let victims: Vec<JobId> = running.ids().filter(|id| !keep.contains(id)).collect();
     // Re-key waiting jobs whose queue changed is unnecessary: waiting jobs attain nothing.
     for id in victims {
-        let r = running.remove(&id).expect("running");
+        let r = running.remove(id).expect("running");
         *allocated -= r.placement.gpu_count();
         let a = active.get_mut(&id).expect("active");
         let start = a.run_start.take().expect("running has a start");
@@ -540,5 +536,35 @@ fn preempt_for_las(
             .or_default()
             .insert(key);
         queue.insert(key, pending_of(id, &trace[id as usize], users, submit));
+    }
+}
+
+/// The running jobs in id order (the pass sees them in the same order in every
+/// run: determinism), kept as the slice the core takes, so no pass copies them.
+#[derive(Default)]
+struct RunningSet {
+    jobs: Vec<RunningJob>,
+}
+
+impl RunningSet {
+    fn as_slice(&self) -> &[RunningJob] {
+        &self.jobs
+    }
+    fn ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.jobs.iter().map(|r| r.id)
+    }
+    fn get(&self, id: JobId) -> Option<&RunningJob> {
+        let at = self.jobs.binary_search_by_key(&id, |r| r.id).ok()?;
+        Some(&self.jobs[at])
+    }
+    fn insert(&mut self, job: RunningJob) {
+        match self.jobs.binary_search_by_key(&job.id, |r| r.id) {
+            Ok(at) => self.jobs[at] = job,
+            Err(at) => self.jobs.insert(at, job),
+        }
+    }
+    fn remove(&mut self, id: JobId) -> Option<RunningJob> {
+        let at = self.jobs.binary_search_by_key(&id, |r| r.id).ok()?;
+        Some(self.jobs.remove(at))
     }
 }

@@ -11,8 +11,11 @@ pub struct Report {
     pub policy: String,
     pub cluster: String,
     pub jobs: usize,
-    /// Jobs asking for more GPUs than a node has: never run, not in the figures.
+    /// Jobs the cluster can never place (more GPUs than all its nodes of one
+    /// kind): never run, not in the figures.
     pub excluded: usize,
+    /// Jobs that ran on several nodes at once.
+    pub multi_node_jobs: usize,
     pub jct_avg_s: f64,
     pub jct_median_s: f64,
     pub jct_p99_s: f64,
@@ -112,6 +115,7 @@ pub fn report(trace: &[TraceJob], run: &Run, policy: &str, cluster: &str) -> Rep
         cluster: cluster.to_string(),
         jobs: done.len(),
         excluded: run.outcomes.len() - done.len(),
+        multi_node_jobs: done.iter().filter(|(_, o)| o.nodes > 1).count(),
         jct_avg_s: mean(&jcts),
         jct_median_s: percentile(&jcts, 50.0),
         jct_p99_s: percentile(&jcts, 99.0),
@@ -145,8 +149,8 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "policy {} on {} ({} jobs; {} larger than a node left out)",
-            self.policy, self.cluster, self.jobs, self.excluded
+            "policy {} on {} ({} jobs, {} of them on several nodes; {} that never fit the cluster left out)",
+            self.policy, self.cluster, self.jobs, self.multi_node_jobs, self.excluded
         )?;
         writeln!(
             f,

@@ -1,12 +1,15 @@
 //! The simulator's engine on small traces whose right answers are known.
 
 use gpuq_sim::trace::parse;
-use gpuq_sim::{report, run, PolicyName, SimOptions};
+use gpuq_sim::{report, run, Cluster, PolicyName, SimOptions};
 
 fn opts(policy: PolicyName, nodes: u32, gpus: u32) -> SimOptions {
+    on(policy, Cluster::uniform(nodes, gpus))
+}
+
+fn on(policy: PolicyName, cluster: Cluster) -> SimOptions {
     SimOptions {
-        nodes,
-        gpus_per_node: gpus,
+        cluster,
         policy,
         ..Default::default()
     }
@@ -124,14 +127,22 @@ fn the_shortcut_passes_decide_what_full_passes_decide() {
     ))
     .unwrap();
     let trace = parse(&text, "philly-sample.csv").unwrap();
-    for (nodes, gpus) in [(1, 8), (2, 4), (4, 8)] {
+    // Uniform clusters (on 2x4 the 8-GPU jobs run on two nodes) and heterogeneous ones.
+    for cluster in [
+        "1x8",
+        "2x4",
+        "4x8",
+        "1x8:V100,3x2:T4,2x4",
+        "2x4:A,2x4:B,4x1",
+    ] {
+        let cluster = Cluster::parse(cluster).unwrap();
         for policy in [
             PolicyName::Fifo,
             PolicyName::Gpuq,
             PolicyName::SjfOracle,
             PolicyName::Tiresias,
         ] {
-            let short = opts(policy, nodes, gpus);
+            let short = on(policy, cluster.clone());
             let full = SimOptions {
                 full_passes: true,
                 ..short.clone()
@@ -144,7 +155,45 @@ fn the_shortcut_passes_decide_what_full_passes_decide() {
                     .map(|o| o.map(|o| (o.first_start, o.end)))
                     .collect::<Vec<_>>()
             };
-            assert_eq!(ends(&a), ends(&b), "{policy:?} on {nodes}x{gpus}");
+            assert_eq!(ends(&a), ends(&b), "{policy:?} on {cluster}");
         }
     }
+}
+
+#[test]
+fn jobs_larger_than_a_node_run_on_whole_nodes_and_only_impossible_ones_are_left_out() {
+    // 2 nodes of 8: the 16-GPU job takes both for 100 s; the 4-GPU job waits for it;
+    // the 32-GPU job can never run.
+    let trace = parse(
+        "submit,duration,gpus,user\n0,100,16,a\n1,10,4,b\n2,10,32,c\n",
+        "t",
+    )
+    .unwrap();
+    let o = opts(PolicyName::Gpuq, 2, 8);
+    let r = run(&trace, &o);
+    let rep = report(&trace, &r, "gpuq", "2x8");
+    assert_eq!((rep.jobs, rep.excluded, rep.multi_node_jobs), (2, 1, 1));
+    let first = r.outcomes[0].unwrap();
+    assert_eq!((first.nodes, first.end), (2, 100_000));
+    assert_eq!(r.outcomes[1].unwrap().end, 110_000);
+    assert!(r.outcomes[2].is_none());
+    // On a cluster of two kinds the gang stays on one kind: the T4 pair is 4 GPUs, too few.
+    let hetero = Cluster::parse("2x8:V100,2x2:T4").unwrap();
+    let r = run(&trace, &on(PolicyName::Fifo, hetero));
+    assert_eq!(r.outcomes[0].unwrap().nodes, 2);
+    assert!(r.outcomes[2].is_none());
+}
+
+#[test]
+fn tiresias_preempts_a_multi_node_job_for_newcomers() {
+    // The 16-GPU job on both nodes passes 3,250 GPU-seconds after 203 s; an 8-GPU
+    // newcomer at 3,300 s outranks it: it is stopped, and resumes after.
+    let trace = parse("submit,duration,gpus,user\n0,5000,16,a\n3300,10,8,b\n", "t").unwrap();
+    let mut o = opts(PolicyName::Tiresias, 2, 8);
+    o.restart_penalty_s = 30.0;
+    let r = run(&trace, &o);
+    let (a, b) = (r.outcomes[0].unwrap(), r.outcomes[1].unwrap());
+    assert_eq!((a.preemptions, a.nodes), (1, 2));
+    assert_eq!((b.end - b.submit) / 1000, 10, "the newcomer ran at once");
+    assert_eq!(a.end / 1000, 5000 + 10 + 30);
 }

@@ -9,7 +9,8 @@ use serde::Deserialize;
 pub struct SimArgs {
     /// A trace: Philly's CSV, or gpuq's (CSV with submit,duration,gpus,user,priority,preemptible, or JSON lines).
     trace: Option<std::path::PathBuf>,
-    /// NODESxGPUS per node.
+    /// Kinds of node, COUNTxGPUS[:MODEL] each, comma-separated (16x4,
+    /// 617x8:V100,518x2:T4,54x4,24x1), or a cluster file (.csv: count,gpus,model,memory_mib,interconnect).
     #[arg(long, default_value = "16x4")]
     cluster: String,
     /// fifo, gpuq, sjf-oracle (knows durations: a bound) or tiresias; `all` compares them.
@@ -69,7 +70,8 @@ pub fn run(args: SimArgs) -> CmdResult {
         .cluster
         .clone()
         .unwrap_or_else(|| args.cluster.clone());
-    let (nodes, gpus_per_node) = gpuq_sim::parse_cluster(&cluster).map_err(CliError::usage)?;
+    let shape =
+        gpuq_sim::Cluster::from_arg(&cluster).map_err(|e| CliError::usage(e.to_string()))?;
     let policy_text = what_if
         .policy
         .clone()
@@ -90,8 +92,7 @@ pub fn run(args: SimArgs) -> CmdResult {
     let mut reports = Vec::new();
     for policy in policies {
         let mut opts = SimOptions {
-            nodes,
-            gpus_per_node,
+            cluster: shape.clone(),
             policy,
             user_max_gpus: what_if.user_max_gpus,
             ..Default::default()
