@@ -145,6 +145,7 @@ fn admission_nodes(found: &[SlurmNode], shape: &ClusterShape) -> Vec<Node> {
                     })
                     .collect(),
                 links: vec![vec![0; gpus as usize]; gpus as usize],
+                interconnect: String::new(),
             });
         }
     }
@@ -164,6 +165,7 @@ fn pool_node(shape: &ClusterShape) -> Node {
             })
             .collect(),
         links: vec![vec![0; n as usize]; n as usize],
+        interconnect: String::new(),
     }
 }
 

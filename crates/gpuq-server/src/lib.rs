@@ -257,6 +257,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
                 })
                 .collect(),
             links: discovery.links.clone(),
+            interconnect: String::new(),
         };
         Arc::new(gpuq_exec::LocalBackend::new(
             executor,

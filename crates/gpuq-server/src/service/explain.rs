@@ -148,6 +148,17 @@ impl Service {
                     if *gpus == 1 { "" } else { "s" }
                 )
             }
+            WaitReason::Nodes(shortage) => {
+                let next = match shortage.reserved {
+                    Some(Some(start)) => format!(
+                        "; it is next, with GPUs reserved by {} at the latest",
+                        clock(start, now)
+                    ),
+                    Some(None) => "; it is next, as soon as GPUs free up".into(),
+                    None => String::new(),
+                };
+                format!("waits: {shortage}{next}")
+            }
             WaitReason::Reservation { for_job, start } => {
                 let when = start
                     .map(|s| format!(" from {}", clock(s, now)))

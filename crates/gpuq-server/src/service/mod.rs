@@ -755,8 +755,7 @@ fn running_snapshot(inner: &Inner) -> Vec<RunningJob> {
             id: *id,
             user: r.user.clone(),
             project: r.project.clone(),
-            node: r.node,
-            gpus: r.gpus.clone(),
+            placement: gpuq_core::Placement::single(r.node, r.gpus.clone()),
             ends_by: r.ends_by,
             priority: r.priority,
             preemptible: r.preemptible,
@@ -782,6 +781,9 @@ fn pending_of(job: &Job) -> PendingJob {
         priority: job.priority,
         submitted_at: job.submitted_at,
         gpus: job.gpus_requested,
+        // One node per job: the local backend has one; on Slurm a multi-node job is
+        // admitted by its GPUs per node and Slurm places its nodes.
+        nodes: Some(1),
         time_limit_ms: job.spec.time_limit.map(|t| t.as_millis()),
         after: job.spec.after.clone(),
         held: job.held_by.is_some(),
@@ -800,6 +802,7 @@ fn pending_probe() -> PendingJob {
         priority: gpuq_core::Priority::Normal,
         submitted_at: 0,
         gpus: 0,
+        nodes: Some(1),
         time_limit_ms: None,
         after: Vec::new(),
         held: false,

@@ -96,20 +96,30 @@ impl Service {
             let mut preemptions = Vec::new();
             for d in decisions {
                 match d {
-                    Decision::Start { job, node, gpus } => starts.push((
-                        node,
-                        StartRecord {
-                            job,
-                            node: self.nodes[node].name.clone(),
-                            // A launch that waits in the backend's queue is priced once it starts.
-                            rate: if self.backend.info().queues_launches {
-                                None
-                            } else {
-                                self.pricing.rate(gpus.len() as u32)
+                    Decision::Start { job, placement } => {
+                        // Every job asks for one node (`pending_of`), so every placement has one.
+                        let Some((node, gpus)) = placement.as_single() else {
+                            tracing::error!(
+                                "job {job}: a placement over several nodes; not started"
+                            );
+                            continue;
+                        };
+                        let gpus = gpus.to_vec();
+                        starts.push((
+                            node,
+                            StartRecord {
+                                job,
+                                node: self.nodes[node].name.clone(),
+                                // A launch that waits in the backend's queue is priced once it starts.
+                                rate: if self.backend.info().queues_launches {
+                                    None
+                                } else {
+                                    self.pricing.rate(gpus.len() as u32)
+                                },
+                                gpus,
                             },
-                            gpus,
-                        },
-                    )),
+                        ))
+                    }
                     Decision::Fail { job, mut reason } => {
                         // A queued GPU job on a daemon restarted without GPUs: say how to go on.
                         if self.largest_node_gpus() == 0
