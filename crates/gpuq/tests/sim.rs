@@ -63,10 +63,43 @@ fn every_policy_replays_the_sample_and_what_if_changes_the_waits() {
 }
 
 #[test]
+fn a_heterogeneous_cluster_inline_or_from_a_file_replays_every_job() {
+    let sample = repo_root().join("crates/gpuq-sim/tests/fixtures/philly-sample.csv");
+    let sample = sample.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lab.csv");
+    std::fs::write(
+        &file,
+        "count,gpus,model,memory_mib,interconnect\n1,8,V100,16384,InfiniBand\n2,2,T4,15360,\n2,4,,,\n",
+    )
+    .unwrap();
+    for cluster in ["1x8:V100,2x2:T4,2x4", file.to_str().unwrap()] {
+        let out = sim(&[sample, "--cluster", cluster, "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["cluster"], cluster);
+        assert_eq!(
+            report["excluded"], 0,
+            "every job of the sample fits: 8 GPUs at most"
+        );
+        assert_eq!(report["jobs"], 305);
+    }
+}
+
+#[test]
 fn bad_input_is_refused_with_the_fix() {
     let sample = repo_root().join("crates/gpuq-sim/tests/fixtures/philly-sample.csv");
     for (args, want) in [
-        (vec!["--cluster", "4by4"], "NODESxGPUS"),
+        (vec!["--cluster", "4by4"], "write COUNTxGPUS[:MODEL],…"),
+        (vec!["--cluster", "9x"], "cluster \"9x\": GPU count"),
+        (
+            vec!["--cluster", "/nonexistent/lab.csv"],
+            "cluster file /nonexistent/lab.csv",
+        ),
         (
             vec!["--policy", "random"],
             "fifo, gpuq, sjf-oracle or tiresias",
