@@ -196,6 +196,7 @@ pub struct SlackAware {
     /// Ticks the checkpoint's region must have been up before starting there
     /// when ahead (0: at once).
     pub settle_ticks: u32,
+    // Visible to spot/tests.rs, which builds policies by struct update.
     pub(super) seen: Vec<Seen>,
     pub(super) any: Seen,
 }
