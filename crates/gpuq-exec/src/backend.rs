@@ -5,7 +5,7 @@
 //! [`AttemptEvent`]s, describe their nodes, and re-attach after a restart.
 
 use crate::{ExitRecord, RunAs};
-use gpuq_core::{JobId, JobSpec, Millis, Node};
+use gpuq_core::{JobId, JobSpec, Millis, Node, Placement};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -30,8 +30,8 @@ pub struct BackendInfo {
 pub struct Launch {
     pub job: JobId,
     pub attempt: u32,
-    /// The GPUs the core placed the attempt on, per node (node index, GPU indices).
-    pub placement: Vec<(usize, Vec<u32>)>,
+    /// Where the core placed the attempt: GPUs per node, in rank order.
+    pub placement: Placement,
     pub argv: Vec<String>,
     pub cwd: String,
     /// The submitter's environment with the spec's overrides.
@@ -46,10 +46,7 @@ pub struct Launch {
 impl Launch {
     /// The GPUs on the attempt's first node (the only one on a one-node backend).
     pub fn first_node_gpus(&self) -> &[u32] {
-        self.placement
-            .first()
-            .map(|(_, g)| g.as_slice())
-            .unwrap_or(&[])
+        self.placement.0.first().map_or(&[], |p| p.gpus.as_slice())
     }
 }
 

@@ -207,8 +207,8 @@ impl Shared {
             .map(|s| (s.name().to_string(), s.lead.as_millis() / 1000));
         // The core's placement when it spans nodes (a job larger than one node
         // gets whole ones); else what the spec asks. Slurm picks the real nodes.
-        let (nodes, gpus_per_node) = match launch.placement.as_slice() {
-            [(_, first), _, ..] => (launch.placement.len() as u32, first.len() as u32),
+        let (nodes, gpus_per_node) = match launch.placement.0.as_slice() {
+            [first, _, ..] => (launch.placement.0.len() as u32, first.gpus.len() as u32),
             _ => (spec.nodes.unwrap_or(1), spec.gpus),
         };
         let submit = SlurmSubmit {

@@ -181,6 +181,32 @@ fn a_two_node_job_gets_ranks_for_torchrun() {
 }
 
 #[test]
+fn a_job_larger_than_a_node_gets_whole_nodes_from_sinfo_s_kinds() {
+    // The test cluster's nodes have 2 GPUs each (sinfo): 4 GPUs are 2 whole nodes.
+    let d = slurm();
+    let id = d.submit(&[
+        "--gpus",
+        "4",
+        "--",
+        "sh",
+        "-c",
+        "echo rank=$NODE_RANK of=$NNODES gpus=$CUDA_VISIBLE_DEVICES",
+    ]);
+    let job = d.wait(id);
+    assert_eq!(job["state"], "succeeded", "{job}\n{}", log(&d, id));
+    let text = log(&d, id);
+    assert!(
+        text.contains("rank=0 of=2 gpus=0,1") && text.contains("rank=1 of=2 gpus=0,1"),
+        "{text}"
+    );
+    assert_eq!(d.show(id)["gpus"].as_array().map(Vec::len), Some(4));
+    // More than the partition's kinds could ever hold is refused at submit, naming the field.
+    let out = d.gpuq(&["submit", "--gpus", "3", "--nodes", "2", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gpus"));
+}
+
+#[test]
 fn a_restarted_daemon_reattaches_to_its_slurm_jobs() {
     let mut d = slurm();
     let id = d.submit(&["--", "sh", "-c", "sleep 4; echo done"]);

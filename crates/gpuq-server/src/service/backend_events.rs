@@ -70,7 +70,7 @@ impl Service {
             };
             run.started_at = now;
             run.began = true;
-            let rate = self.pricing.rate(run.gpus.len() as u32);
+            let rate = self.pricing.rate(run.placement.gpu_count());
             run.rate = rate;
             if let Err(e) = inner
                 .store

@@ -69,8 +69,11 @@ struct RunningAttempt {
     user: Arc<str>,
     project: Option<Arc<str>>,
     started_at: Millis,
-    node: usize,
+    /// Its GPUs on the first node of its placement (this machine's GPUs on a
+    /// one-node backend).
     gpus: Vec<u32>,
+    /// All its nodes and GPUs, in rank order.
+    placement: gpuq_core::Placement,
     ends_by: Option<Millis>,
     priority: gpuq_core::Priority,
     preemptible: bool,
@@ -251,11 +254,19 @@ impl Service {
             .unwrap_or(0)
     }
 
-    /// Queues a job for `caller` (an admin may submit on behalf of another user).
-    pub fn submit(&self, req: SubmitRequest, caller: &Caller) -> Result<Job, ServiceError> {
-        input::validate_submit_request(&req)?;
-        let spec = req.spec;
-        spec.validate()?;
+    /// Refuses, naming the field, a job no node (or set of whole nodes) of this
+    /// backend could ever hold.
+    fn check_placeable(&self, spec: &gpuq_core::JobSpec) -> Result<(), ServiceError> {
+        let probe = PendingJob {
+            gpus: spec.gpus,
+            nodes: spec.nodes,
+            gpu_type: spec.gpu_type.as_deref().map(Arc::from),
+            gpu_mem_mib: spec.gpu_mem.map(|m| m.mib()),
+            ..pending_probe()
+        };
+        if gpuq_core::scheduler::can_ever_place(&probe, &self.nodes) {
+            return Ok(());
+        }
         let largest = self.largest_node_gpus();
         let nodes = spec.nodes.unwrap_or(1);
         let node_count = self.nodes.len() as u32;
@@ -270,57 +281,56 @@ impl Service {
             )
             .into());
         }
-        if spec.gpus > largest {
-            // A daemon without GPUs (no driver, or --gpus none) refuses every --gpus N: say how to try gpuq anyway.
-            let hint = if largest == 0 { NO_GPUS_HINT } else { "" };
+        let too_large = spec.gpus > largest && node_count <= 1;
+        if (spec.gpu_type.is_some() || spec.gpu_mem.is_some()) && !too_large {
+            let mut models: Vec<String> = self
+                .gpus
+                .iter()
+                .map(|g| format!("{} ({} MiB)", g.model, g.memory_mib))
+                .collect();
+            models.dedup();
+            let field = if spec.gpu_type.is_some() {
+                "gpu_type"
+            } else {
+                "gpu_mem"
+            };
             return Err(SpecError::new(
-                "gpus",
+                field,
                 format!(
-                    "job asks for {}; the largest node has {largest}{hint}",
-                    gpuq_core::plural(spec.gpus.into(), "GPU")
+                    "no node has {}; the GPUs here are: {}",
+                    gpuq_core::plural(spec.gpus.max(1).into(), "such GPU"),
+                    if models.is_empty() {
+                        "none".to_string()
+                    } else {
+                        models.join(", ")
+                    }
                 ),
             )
             .into());
         }
-        if spec.gpu_type.is_some() || spec.gpu_mem.is_some() {
-            let probe = PendingJob {
-                gpu_type: spec.gpu_type.as_deref().map(Arc::from),
-                gpu_mem_mib: spec.gpu_mem.map(|m| m.mib()),
-                ..pending_probe()
-            };
-            let suitable = self
-                .nodes
-                .iter()
-                .map(|n| n.suitable(&probe))
-                .max()
-                .unwrap_or(0);
-            if suitable < spec.gpus.max(1) {
-                let mut models: Vec<String> = self
-                    .gpus
-                    .iter()
-                    .map(|g| format!("{} ({} MiB)", g.model, g.memory_mib))
-                    .collect();
-                models.dedup();
-                let field = if spec.gpu_type.is_some() {
-                    "gpu_type"
-                } else {
-                    "gpu_mem"
-                };
-                return Err(SpecError::new(
-                    field,
-                    format!(
-                        "no node has {}; the GPUs here are: {}",
-                        gpuq_core::plural(spec.gpus.max(1).into(), "such GPU"),
-                        if models.is_empty() {
-                            "none".to_string()
-                        } else {
-                            models.join(", ")
-                        }
-                    ),
-                )
-                .into());
-            }
-        }
+        // A daemon without GPUs (no driver, or --gpus none) refuses every --gpus N: say how to try gpuq anyway.
+        let hint = if largest == 0 { NO_GPUS_HINT } else { "" };
+        let whole = if node_count > 1 {
+            " and not enough whole nodes of one kind hold it"
+        } else {
+            ""
+        };
+        Err(SpecError::new(
+            "gpus",
+            format!(
+                "job asks for {}; the largest node has {largest}{whole}{hint}",
+                gpuq_core::plural(spec.gpus.into(), "GPU")
+            ),
+        )
+        .into())
+    }
+
+    /// Queues a job for `caller` (an admin may submit on behalf of another user).
+    pub fn submit(&self, req: SubmitRequest, caller: &Caller) -> Result<Job, ServiceError> {
+        input::validate_submit_request(&req)?;
+        let spec = req.spec;
+        spec.validate()?;
+        self.check_placeable(&spec)?;
         let mut env = req.env;
         env.extend(spec.env.clone());
         let asked = req.user.trim();
@@ -544,7 +554,7 @@ impl Service {
             let holder = inner
                 .running
                 .iter()
-                .find(|(_, r)| r.node == 0 && r.gpus.contains(&g.index))
+                .find(|(_, r)| r.placement.on(0).contains(&g.index))
                 .map(|(id, _)| *id);
             let job = holder.map(|id| inner.store.job(id)).transpose()?.flatten();
             out.push(GpuStatus {
@@ -688,7 +698,8 @@ impl Service {
             // shows as held would let two jobs share them.
             inner.store.finish_attempt(&end, now)?;
             if let Some(run) = inner.running.remove(&id) {
-                self.account(&mut inner, &run.user, run.gpus.len(), run.started_at, now);
+                let gpus = run.placement.gpu_count() as usize;
+                self.account(&mut inner, &run.user, gpus, run.started_at, now);
             }
             inner.states.insert(id, out.next_state);
             failure = (out.oom || out.next_state == JobState::Failed).then(|| {
@@ -755,7 +766,7 @@ fn running_snapshot(inner: &Inner) -> Vec<RunningJob> {
             id: *id,
             user: r.user.clone(),
             project: r.project.clone(),
-            placement: gpuq_core::Placement::single(r.node, r.gpus.clone()),
+            placement: r.placement.clone(),
             ends_by: r.ends_by,
             priority: r.priority,
             preemptible: r.preemptible,
@@ -781,9 +792,7 @@ fn pending_of(job: &Job) -> PendingJob {
         priority: job.priority,
         submitted_at: job.submitted_at,
         gpus: job.gpus_requested,
-        // One node per job: the local backend has one; on Slurm a multi-node job is
-        // admitted by its GPUs per node and Slurm places its nodes.
-        nodes: Some(1),
+        nodes: job.spec.nodes,
         time_limit_ms: job.spec.time_limit.map(|t| t.as_millis()),
         after: job.spec.after.clone(),
         held: job.held_by.is_some(),

@@ -281,7 +281,8 @@ impl Service {
             .filter(|l| l.attempt == run.attempt)
             .map(|l| l.usage)
             .unwrap_or_default();
-        usage.gpu_seconds = run.gpus.len() as f64 * (now - run.started_at).max(0) as f64 / 1000.0;
+        usage.gpu_seconds =
+            run.placement.gpu_count() as f64 * (now - run.started_at).max(0) as f64 / 1000.0;
         Some(usage)
     }
 

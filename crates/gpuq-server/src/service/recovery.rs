@@ -13,7 +13,7 @@
 use super::stop::{Stop, StopCause, StopStep};
 use super::{pending_of, RunningAttempt, Service, DEFAULT_GRACE};
 use gpuq_api::home::now_ms;
-use gpuq_core::{JobId, JobState};
+use gpuq_core::{JobId, JobState, NodeGpus, Placement};
 use gpuq_exec::{Reattached, Recorded};
 use gpuq_store::{AttemptEnd, StoreError};
 use std::sync::Arc;
@@ -54,6 +54,7 @@ impl Service {
                         step: StopStep::Term,
                     });
                 let spec = &job.spec;
+                let placement = self.recorded_placement(&job);
                 let rate = inner
                     .store
                     .attempts(job.id)
@@ -67,12 +68,12 @@ impl Service {
                         user: Arc::from(job.user.as_str()),
                         project: job.project.as_deref().map(Arc::from),
                         started_at: job.started_at.unwrap_or_else(now_ms),
-                        node: job
-                            .node
-                            .as_deref()
-                            .and_then(|n| self.nodes.iter().position(|x| x.name == n))
-                            .unwrap_or(0),
-                        gpus: job.gpus.clone(),
+                        gpus: placement
+                            .0
+                            .first()
+                            .map(|p| p.gpus.clone())
+                            .unwrap_or_default(),
+                        placement: placement.clone(),
                         ends_by: spec
                             .time_limit
                             .zip(job.started_at)
@@ -152,8 +153,13 @@ impl Service {
                     let info = self
                         .with_store(|s| s.launch_info(id))
                         .map_err(|e| e.to_string());
-                    let node = self.lock().running.get(&id).map(|r| r.node).unwrap_or(0);
-                    self.launch(id, attempt, vec![(node, job.gpus.clone())], &job.user, info);
+                    let placement = self
+                        .lock()
+                        .running
+                        .get(&id)
+                        .map(|r| r.placement.clone())
+                        .unwrap_or_else(|| self.recorded_placement(&job));
+                    self.launch(id, attempt, placement, &job.user, info);
                     if let Some(stop) = stop {
                         self.stop(id, stop.cause);
                     }
@@ -170,6 +176,34 @@ impl Service {
     fn set_stop_state(&self, id: JobId, stop: Option<Stop>) {
         if let Some(run) = self.lock().running.get_mut(&id) {
             run.stop = stop;
+        }
+    }
+
+    /// Where the store says a running attempt was placed: its nodes' names and
+    /// all its GPUs in rank order, split evenly. A name the backend no longer
+    /// describes (Slurm's own node list, once it started the job) counts as the
+    /// first node.
+    fn recorded_placement(&self, job: &gpuq_core::Job) -> Placement {
+        let names: Vec<&str> = job.node.as_deref().unwrap_or("").split(',').collect();
+        let indices: Option<Vec<usize>> = names
+            .iter()
+            .map(|n| self.nodes.iter().position(|x| x.name == *n))
+            .collect();
+        match indices {
+            Some(idx) if idx.len() > 1 && job.gpus.len().is_multiple_of(idx.len()) => {
+                let per = job.gpus.len() / idx.len();
+                Placement(
+                    idx.iter()
+                        .enumerate()
+                        .map(|(rank, &node)| NodeGpus {
+                            node,
+                            gpus: job.gpus[rank * per..(rank + 1) * per].to_vec(),
+                        })
+                        .collect(),
+                )
+            }
+            Some(idx) if idx.len() == 1 => Placement::single(idx[0], job.gpus.clone()),
+            _ => Placement::single(0, job.gpus.clone()),
         }
     }
 

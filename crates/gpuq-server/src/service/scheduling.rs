@@ -4,7 +4,7 @@
 use super::stop::StopCause;
 use super::{dependency_state, running_snapshot, Inner, RunningAttempt, Service, DEFAULT_GRACE};
 use gpuq_api::home::now_ms;
-use gpuq_core::{schedule, Decision, Job, JobId, JobState, Millis, ScheduleInput};
+use gpuq_core::{schedule, Decision, Job, JobId, JobState, Millis, Placement, ScheduleInput};
 use gpuq_exec::{ExitRecord, Launch};
 use gpuq_store::StartRecord;
 use std::sync::atomic::Ordering;
@@ -56,10 +56,17 @@ impl Service {
         if inner.drained || job.held_by.is_some() {
             return false;
         }
+        // A job for several nodes: the quick test below looks at one node only.
+        if job.spec.nodes.unwrap_or(1) > 1 || job.gpus_requested > self.largest_node_gpus() {
+            return true;
+        }
         self.nodes.iter().enumerate().any(|(n, node)| {
-            let on_node = inner.running.values().filter(|r| r.node == n);
+            let on_node = inner
+                .running
+                .values()
+                .filter(|r| r.placement.nodes().any(|p| p == n));
             let used_slots = on_node.clone().count() as u32;
-            let used_gpus: usize = on_node.map(|r| r.gpus.len()).sum();
+            let used_gpus: usize = on_node.map(|r| r.placement.on(n).len()).sum();
             used_slots < node.slots
                 && node.gpus.len().saturating_sub(used_gpus) as u32 >= job.gpus_requested
         })
@@ -97,28 +104,23 @@ impl Service {
             for d in decisions {
                 match d {
                     Decision::Start { job, placement } => {
-                        // Every job asks for one node (`pending_of`), so every placement has one.
-                        let Some((node, gpus)) = placement.as_single() else {
-                            tracing::error!(
-                                "job {job}: a placement over several nodes; not started"
-                            );
-                            continue;
-                        };
-                        let gpus = gpus.to_vec();
-                        starts.push((
-                            node,
-                            StartRecord {
-                                job,
-                                node: self.nodes[node].name.clone(),
-                                // A launch that waits in the backend's queue is priced once it starts.
-                                rate: if self.backend.info().queues_launches {
-                                    None
-                                } else {
-                                    self.pricing.rate(gpus.len() as u32)
-                                },
-                                gpus,
+                        // The store keeps the nodes' names and all the GPUs, in rank order.
+                        let names: Vec<&str> = placement
+                            .nodes()
+                            .map(|n| self.nodes[n].name.as_str())
+                            .collect();
+                        let record = StartRecord {
+                            job,
+                            node: names.join(","),
+                            // A launch that waits in the backend's queue is priced once it starts.
+                            rate: if self.backend.info().queues_launches {
+                                None
+                            } else {
+                                self.pricing.rate(placement.gpu_count())
                             },
-                        ))
+                            gpus: placement.0.iter().flat_map(|p| p.gpus.clone()).collect(),
+                        };
+                        starts.push((placement, record))
                     }
                     Decision::Fail { job, mut reason } => {
                         // A queued GPU job on a daemon restarted without GPUs: say how to go on.
@@ -133,7 +135,8 @@ impl Service {
                 }
             }
             // All of the pass's decisions in one transaction: memory follows only a commit.
-            let (start_nodes, starts): (Vec<usize>, Vec<StartRecord>) = starts.into_iter().unzip();
+            let (placements, starts): (Vec<Placement>, Vec<StartRecord>) =
+                starts.into_iter().unzip();
             let attempts = match inner.store.apply_pass(&fails, &starts, now) {
                 Ok(a) => a,
                 Err(e) => {
@@ -146,7 +149,7 @@ impl Service {
                 inner.states.insert(*id, JobState::Failed);
             }
             let mut launches = Vec::with_capacity(starts.len());
-            for ((start, attempt), node) in starts.into_iter().zip(attempts).zip(start_nodes) {
+            for ((start, attempt), placement) in starts.into_iter().zip(attempts).zip(placements) {
                 let Some(queued) = Self::remove_pending(&mut inner, start.job) else {
                     continue;
                 };
@@ -165,8 +168,12 @@ impl Service {
                         user: queued.user.clone(),
                         project: queued.project.clone(),
                         started_at: now,
-                        node,
-                        gpus: start.gpus.clone(),
+                        gpus: placement
+                            .0
+                            .first()
+                            .map(|p| p.gpus.clone())
+                            .unwrap_or_default(),
+                        placement: placement.clone(),
                         ends_by: spec
                             .and_then(|s| s.time_limit)
                             .map(|t| now + t.as_millis() as i64),
@@ -187,7 +194,7 @@ impl Service {
                 launches.push((
                     start.job,
                     attempt,
-                    (node, start.gpus),
+                    placement,
                     queued.user.clone(),
                     info.map_err(|e| e.to_string()),
                 ));
@@ -196,7 +203,7 @@ impl Service {
         };
         self.notify_changed();
         for (job, attempt, placement, user, info) in launches {
-            self.launch(job, attempt, vec![placement], &user, info);
+            self.launch(job, attempt, placement, &user, info);
         }
         for (victim, for_job) in preemptions {
             self.stop(victim, StopCause::Preempt { for_job });
@@ -252,7 +259,7 @@ impl Service {
         self: &Arc<Self>,
         id: JobId,
         attempt: u32,
-        placement: Vec<(usize, Vec<u32>)>,
+        placement: Placement,
         user: &str,
         info: Result<gpuq_store::LaunchInfo, String>,
     ) {

@@ -130,10 +130,10 @@ impl Service {
             }
         }
         for run in inner.running.values() {
-            user_entry(&mut users, &run.user, &new_user).running_gpus += run.gpus.len() as u32;
+            user_entry(&mut users, &run.user, &new_user).running_gpus += run.placement.gpu_count();
             if let Some(p) = &run.project {
                 if let Some(e) = projects.get_mut(p.as_ref()) {
-                    e.running_gpus += run.gpus.len() as u32;
+                    e.running_gpus += run.placement.gpu_count();
                 }
             }
         }
