@@ -192,9 +192,6 @@ impl Shared {
         self.contract
             .prepare_files(&req)
             .map_err(|e| e.to_string())?;
-        let mut env = self.contract.job_env(&req);
-        // Slurm sets the GPUs a job sees.
-        env.remove("CUDA_VISIBLE_DEVICES");
         let spec = &launch.spec;
         let grace = spec
             .grace
@@ -209,6 +206,12 @@ impl Shared {
             [(_, first), _, ..] => (launch.placement.len() as u32, first.len() as u32),
             _ => (spec.nodes.unwrap_or(1), spec.gpus),
         };
+        let mut env = self.contract.job_env(&req);
+        // Slurm sets the GPUs a job with GPUs sees; one without sees none (an empty
+        // CUDA_VISIBLE_DEVICES, as on the local backend: unset would mean all).
+        if gpus_per_node > 0 {
+            env.remove("CUDA_VISIBLE_DEVICES");
+        }
         let submit = SlurmSubmit {
             job: launch.job,
             attempt: launch.attempt,
