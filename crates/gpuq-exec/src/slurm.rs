@@ -120,13 +120,20 @@ impl SlurmCommands {
 
     /// The batch script. The job runs as a child of the batch shell, which
     /// forwards the stop signals to it, waits, and records its exit status in
-    /// the attempt's exit record (as the local supervisor does).
+    /// the attempt's exit record (as the local supervisor does). The job's
+    /// stdout and stderr go to the attempt's log; Slurm's own output
+    /// (slurmstepd's notices, the shell's) to `attempt-<n>.slurm.log` beside it.
     pub fn script(&self, s: &SlurmSubmit<'_>) -> String {
         let dir = JobDir::new(&self.home, s.job);
         let mut out = String::from("#!/bin/bash\n");
         let mut directive = |d: String| out.push_str(&format!("#SBATCH {d}\n"));
         directive(format!("--job-name={}", self.job_name(s.job, s.attempt)));
-        directive(format!("--output={}", dir.log(s.attempt).display()));
+        directive(format!(
+            "--output={}",
+            self.slurm_log(s.job, s.attempt).display()
+        ));
+        // A job Slurm itself requeues runs the same attempt again: keep what it wrote.
+        directive("--open-mode=append".into());
         directive(format!("--chdir={}", s.cwd));
         directive(format!("--nodes={}", s.nodes.max(1)));
         directive("--ntasks-per-node=1".into());
@@ -170,6 +177,7 @@ impl SlurmCommands {
         let argv: Vec<String> = s.argv.iter().map(|a| sh_quote(a)).collect();
         let command = argv.join(" ");
         let exit_file = dir.exit_record(s.attempt);
+        let log = sh_quote(&dir.log(s.attempt).display().to_string());
         if s.nodes > 1 {
             // One task per node; each learns its rank from srun (torchrun reads these).
             out.push_str(
@@ -178,11 +186,11 @@ impl SlurmCommands {
                  export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n",
             );
             out.push_str(&format!(
-                "srun --kill-on-bad-exit=1 bash -c 'export NODE_RANK=$SLURM_NODEID; exec \"$@\"' gpuq-rank {command} &\n"
+                "srun --kill-on-bad-exit=1 bash -c 'export NODE_RANK=$SLURM_NODEID; exec \"$@\"' gpuq-rank {command} >> {log} 2>&1 &\n"
             ));
         } else {
             out.push_str("export NNODES=1 NODE_RANK=0\n");
-            out.push_str(&format!("{command} &\n"));
+            out.push_str(&format!("{command} >> {log} 2>&1 &\n"));
         }
         out.push_str(&format!(
             "child=$!\n\
@@ -197,6 +205,37 @@ impl SlurmCommands {
             dir = sh_quote(&dir.root().display().to_string()),
         ));
         out
+    }
+
+    /// Where Slurm's own output for an attempt goes (`--output`): slurmstepd's
+    /// notices and the batch shell's, never the job's (that is the attempt's log).
+    pub fn slurm_log(&self, job: JobId, attempt: u32) -> PathBuf {
+        JobDir::new(&self.home, job)
+            .root()
+            .join(format!("attempt-{attempt}.slurm.log"))
+    }
+
+    /// Creates the attempt's Slurm output file for slurmstepd, which opens it as
+    /// the job's user (`owner`: uid and gid; `None`: the daemon's own user) and
+    /// cannot create files in the daemon's job directory.
+    pub fn prepare_slurm_log(
+        &self,
+        job: JobId,
+        attempt: u32,
+        owner: Option<(u32, u32)>,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.slurm_log(job, attempt);
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::lchown(&path, Some(uid), Some(gid))?;
+        }
+        Ok(())
     }
 
     /// Keeps a copy of the script in the job directory (for reading) and submits
@@ -590,8 +629,11 @@ mod tests {
             "#SBATCH --requeue",
             "#SBATCH --partition=gpu",
             "export ODD='it'\\''s $HOME'",
-            "'python' 'train.py' '--lr=3e-4' &",
             "attempt-2.exit",
+            // The job's output in its log only, Slurm's in a file of its own.
+            "'python' 'train.py' '--lr=3e-4' >> ",
+            "/jobs/7/attempt-2.log' 2>&1 &\n",
+            "/jobs/7/attempt-2.slurm.log\n",
         ] {
             assert!(s.contains(want), "missing {want:?} in\n{s}");
         }

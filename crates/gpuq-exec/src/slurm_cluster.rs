@@ -192,6 +192,20 @@ impl Shared {
         self.contract
             .prepare_files(&req)
             .map_err(|e| e.to_string())?;
+        self.commands
+            .prepare_slurm_log(
+                launch.job,
+                launch.attempt,
+                launch.run_as.as_ref().map(|a| (a.uid, a.gid)),
+            )
+            .map_err(|e| {
+                format!(
+                    "cannot create {}: {e}",
+                    self.commands
+                        .slurm_log(launch.job, launch.attempt)
+                        .display()
+                )
+            })?;
         let spec = &launch.spec;
         let grace = spec
             .grace
