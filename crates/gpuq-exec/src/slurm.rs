@@ -94,6 +94,11 @@ pub struct SlurmCommands {
     tag: String,
 }
 
+/// The signal that tells the batch shell to SIGKILL the job (SIGPWR: nothing
+/// else sends it to a batch shell). Given as a number, to scancel and to the
+/// shell's trap alike.
+pub const KILL_SIGNAL: i32 = libc::SIGPWR;
+
 /// Quotes a string for a POSIX shell.
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -118,15 +123,24 @@ impl SlurmCommands {
         format!("gpuq-{}-{job}-{attempt}", self.tag)
     }
 
-    /// The batch script. The job runs as a child of the batch shell, which
-    /// forwards the stop signals to it, waits, and records its exit status in
-    /// the attempt's exit record (as the local supervisor does).
+    /// The batch script. The job runs as a child of the batch shell, in a
+    /// process group of its own; the shell forwards the stop protocol's signals
+    /// to the whole group (as the local backend signals the job's group), waits,
+    /// and records the job's exit status in the attempt's exit record (as the
+    /// local supervisor does). The job's stdout and stderr go to the attempt's
+    /// log; Slurm's own output (slurmstepd's notices, the shell's) to
+    /// `attempt-<n>.slurm.log` beside it.
     pub fn script(&self, s: &SlurmSubmit<'_>) -> String {
         let dir = JobDir::new(&self.home, s.job);
         let mut out = String::from("#!/bin/bash\n");
         let mut directive = |d: String| out.push_str(&format!("#SBATCH {d}\n"));
         directive(format!("--job-name={}", self.job_name(s.job, s.attempt)));
-        directive(format!("--output={}", dir.log(s.attempt).display()));
+        directive(format!(
+            "--output={}",
+            self.slurm_log(s.job, s.attempt).display()
+        ));
+        // A job Slurm itself requeues runs the same attempt again: keep what it wrote.
+        directive("--open-mode=append".into());
         directive(format!("--chdir={}", s.cwd));
         directive(format!("--nodes={}", s.nodes.max(1)));
         directive("--ntasks-per-node=1".into());
@@ -157,7 +171,30 @@ impl SlurmCommands {
                 directive(format!("--{flag}={v}"));
             }
         }
-        out.push_str("set -u\n");
+        let multi_node = s.nodes > 1;
+        // Signals first: one that comes before the job exists is kept, and
+        // forwarded once it does. A multi-node job's ranks are srun's step 0 on
+        // every node: a signal to the step reaches all their processes (srun
+        // itself would end the step at once on SIGTERM), and srun ends with them
+        // (killing srun first could leave a remote rank to Slurm's KillWait).
+        let forward = if multi_node {
+            "scancel -Q -s \"$1\" \"$SLURM_JOB_ID.0\" 2>/dev/null || kill -s \"$1\" -- \"-$child\" 2>/dev/null"
+        } else {
+            "kill -s \"$1\" -- \"-$child\" 2>/dev/null"
+        };
+        out.push_str(&format!(
+            "set -u\n\
+             # gpuq's stop protocol reaches this shell (scancel -b); the job gets it.\n\
+             # Signal {kill} is gpuq's SIGKILL (Slurm's own would come only after KillWait).\n\
+             child='' pending=''\n\
+             forward() {{\n  \
+             if [ -z \"$child\" ]; then pending=\"$pending $1\"; return; fi\n  \
+             {forward}\n\
+             }}\n\
+             for sig in TERM INT HUP USR1 USR2; do trap \"forward $sig\" $sig; done\n\
+             trap 'forward KILL' {kill}\n",
+            kill = KILL_SIGNAL,
+        ));
         for (k, v) in s.env {
             if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.starts_with("SLURM_")
             {
@@ -170,26 +207,43 @@ impl SlurmCommands {
         let argv: Vec<String> = s.argv.iter().map(|a| sh_quote(a)).collect();
         let command = argv.join(" ");
         let exit_file = dir.exit_record(s.attempt);
-        if s.nodes > 1 {
+        let log = sh_quote(&dir.log(s.attempt).display().to_string());
+        if multi_node {
             // One task per node; each learns its rank from srun (torchrun reads these).
             out.push_str(
                 "export NNODES=\"$SLURM_JOB_NUM_NODES\" WORLD_SIZE=\"$SLURM_JOB_NUM_NODES\"\n\
                  export MASTER_ADDR=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)\"\n\
                  export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n",
             );
+            // set -m: the job gets a process group of its own.
             out.push_str(&format!(
-                "srun --kill-on-bad-exit=1 bash -c 'export NODE_RANK=$SLURM_NODEID; exec \"$@\"' gpuq-rank {command} &\n"
+                "set -m\n\
+                 srun --kill-on-bad-exit=1 bash -c 'export NODE_RANK=$SLURM_NODEID; exec \"$@\"' gpuq-rank {command} >> {log} 2>&1 &\n"
             ));
         } else {
             out.push_str("export NNODES=1 NODE_RANK=0\n");
-            out.push_str(&format!("{command} &\n"));
+            out.push_str(&format!("set -m\n{command} >> {log} 2>&1 &\n"));
         }
+        // A trapped signal interrupts `wait` (whose status is then 128 + that
+        // signal): the job's own status is the one `wait` gives once the job is
+        // gone (bash keeps it). A job killed by signal N has status 128+N; after
+        // recording it the shell ends by the same signal (one of those that end a
+        // process), so that Slurm's record (sacct) says so too: a job run as
+        // another user cannot write the daemon's directory, and sacct is all
+        // there is then.
         out.push_str(&format!(
             "child=$!\n\
-             for sig in TERM INT HUP USR1 USR2; do trap \"kill -$sig $child 2>/dev/null\" $sig; done\n\
-             while true; do wait $child; status=$?; kill -0 $child 2>/dev/null || break; done\n\
+             set +m\n\
+             for sig in $pending; do forward \"$sig\"; done\n\
+             while kill -0 \"$child\" 2>/dev/null; do wait \"$child\"; done\n\
+             wait \"$child\"; status=$?\n\
              if [ $status -gt 128 ]; then rec='\"exit_code\":null,\"signal\":'$((status - 128)); else rec='\"exit_code\":'$status',\"signal\":null'; fi\n\
              if [ -w {dir} ]; then printf '{{%s,\"ended_at_ms\":%s}}' \"$rec\" \"$(date +%s%3N)\" > {tmp} && mv -f {tmp} {exit}; fi\n\
+             # What is left of the job's process group goes with it, as on the local backend.\n\
+             kill -s KILL -- \"-$child\" 2>/dev/null\n\
+             if [ $status -gt 128 ] && [ $status -le 143 ]; then\n  \
+             ulimit -c 0; trap - $((status - 128)) 2>/dev/null; kill -$((status - 128)) $$\n\
+             fi\n\
              exit $status\n",
             tmp = sh_quote(&format!("{}.tmp", exit_file.display())),
             exit = sh_quote(&exit_file.display().to_string()),
@@ -197,6 +251,37 @@ impl SlurmCommands {
             dir = sh_quote(&dir.root().display().to_string()),
         ));
         out
+    }
+
+    /// Where Slurm's own output for an attempt goes (`--output`): slurmstepd's
+    /// notices and the batch shell's, never the job's (that is the attempt's log).
+    pub fn slurm_log(&self, job: JobId, attempt: u32) -> PathBuf {
+        JobDir::new(&self.home, job)
+            .root()
+            .join(format!("attempt-{attempt}.slurm.log"))
+    }
+
+    /// Creates the attempt's Slurm output file for slurmstepd, which opens it as
+    /// the job's user (`owner`: uid and gid; `None`: the daemon's own user) and
+    /// cannot create files in the daemon's job directory.
+    pub fn prepare_slurm_log(
+        &self,
+        job: JobId,
+        attempt: u32,
+        owner: Option<(u32, u32)>,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.slurm_log(job, attempt);
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::lchown(&path, Some(uid), Some(gid))?;
+        }
+        Ok(())
     }
 
     /// Keeps a copy of the script in the job directory (for reading) and submits
@@ -301,6 +386,20 @@ impl SlurmCommands {
             user,
             "scancel",
             &["-b", "-s", signal, &id.to_string()].map(String::from),
+        )
+        .map(|_| ())
+    }
+
+    /// The stop protocol's SIGKILL: the batch shell kills the job's whole process
+    /// group (and a multi-node job's step) at once, records the end and exits.
+    /// (`scancel -s KILL`, with or without `--full`, is a cancel to Slurm: SIGTERM
+    /// to everything, SIGKILL only after its KillWait; `-b -s KILL` kills the
+    /// shell alone and leaves the job's processes running.)
+    pub fn kill(&self, id: u64, user: Option<&str>) -> Result<(), SlurmError> {
+        run_as(
+            user,
+            "scancel",
+            &["-b", "-s", &KILL_SIGNAL.to_string(), &id.to_string()].map(String::from),
         )
         .map(|_| ())
     }
@@ -590,12 +689,143 @@ mod tests {
             "#SBATCH --requeue",
             "#SBATCH --partition=gpu",
             "export ODD='it'\\''s $HOME'",
-            "'python' 'train.py' '--lr=3e-4' &",
             "attempt-2.exit",
+            // The job in a process group of its own, its output in its log only.
+            "set -m\n'python' 'train.py' '--lr=3e-4' >> ",
+            "/jobs/7/attempt-2.log' 2>&1 &\n",
+            "/jobs/7/attempt-2.slurm.log\n",
+            // Every signal goes to the job's whole group; SIGPWR means SIGKILL.
+            "kill -s \"$1\" -- \"-$child\"",
+            &format!("trap 'forward KILL' {KILL_SIGNAL}\n"),
         ] {
             assert!(s.contains(want), "missing {want:?} in\n{s}");
         }
         assert!(!s.contains("SLURM_X"), "Slurm's own variables are Slurm's");
+        assert!(!s.contains("srun"), "one node: no srun");
+        let traps = s.find("trap 'forward KILL'").unwrap();
+        assert!(
+            traps < s.find("export ").unwrap() && traps < s.find("set -m").unwrap(),
+            "the traps are set before anything else runs:\n{s}"
+        );
+    }
+
+    #[test]
+    fn the_script_runs_a_multi_node_job_as_one_srun_step() {
+        let home = tempfile::tempdir().unwrap();
+        let b = SlurmCommands::new(home.path(), SlurmDefaults::default(), "abc".into());
+        let argv = vec!["torchrun".to_string(), "train.py".into()];
+        let s = b.script(&SlurmSubmit {
+            job: 3,
+            attempt: 1,
+            name: None,
+            nodes: 2,
+            gpus_per_node: 1,
+            argv: &argv,
+            cwd: "/work",
+            env: &BTreeMap::new(),
+            time_minutes: None,
+            early_signal: None,
+            preemptible: false,
+            user: None,
+        });
+        for want in [
+            "#SBATCH --nodes=2",
+            "set -m\nsrun --kill-on-bad-exit=1 bash -c",
+            "gpuq-rank 'torchrun' 'train.py' >> ",
+            // Signals go to the step on every node (srun would end it on SIGTERM).
+            "scancel -Q -s \"$1\" \"$SLURM_JOB_ID.0\"",
+        ] {
+            assert!(s.contains(want), "missing {want:?} in\n{s}");
+        }
+    }
+
+    #[test]
+    fn the_script_forwards_signals_to_the_whole_job_and_records_its_end() {
+        // The script itself, run by bash outside Slurm: SIGTERM reaches the job's
+        // worker too, the gpuq kill signal kills the group, and the exit record and
+        // the log hold what they should.
+        let home = tempfile::tempdir().unwrap();
+        let b = SlurmCommands::new(home.path(), SlurmDefaults::default(), "t".into());
+        let dir = JobDir::new(home.path(), 1);
+        std::fs::create_dir_all(dir.root()).unwrap();
+        let job =
+            "sh -c 'trap \"echo worker-TERM; exit 0\" TERM; while true; do sleep 0.05; done' & \
+                   trap 'echo main-TERM' TERM; echo up; while true; do sleep 0.05; done";
+        let argv = vec!["sh".to_string(), "-c".into(), job.into()];
+        let script = b.script(&SlurmSubmit {
+            job: 1,
+            attempt: 1,
+            name: None,
+            nodes: 1,
+            gpus_per_node: 0,
+            argv: &argv,
+            cwd: "/",
+            env: &BTreeMap::new(),
+            time_minutes: None,
+            early_signal: None,
+            preemptible: false,
+            user: None,
+        });
+        let shell = Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .env("SLURM_JOB_ID", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        /// Kills the job (through its shell) if the test fails half-way.
+        struct Shell(std::process::Child);
+        impl Drop for Shell {
+            fn drop(&mut self) {
+                if let Ok(None) = self.0.try_wait() {
+                    // SAFETY: a signal to the shell this test started, not yet reaped.
+                    unsafe { libc::kill(self.0.id() as i32, KILL_SIGNAL) };
+                    let _ = self.0.wait();
+                }
+            }
+        }
+        let mut shell = Shell(shell);
+        let log = dir.log(1);
+        let wait_for = |text: &str| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains(text)
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no {text:?} in the log"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        };
+        wait_for("up");
+        let pid = shell.0.id() as i32;
+        // SAFETY: signals to the shell this test started.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        wait_for("main-TERM");
+        wait_for("worker-TERM");
+        unsafe { libc::kill(pid, KILL_SIGNAL) };
+        let status = shell.0.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGKILL),
+            "the shell ends as its job did"
+        );
+        let record = ExitRecord::read(&dir, 1).expect("an exit record");
+        assert_eq!((record.exit_code, record.signal), (None, Some(9)));
+        let text = std::fs::read_to_string(&log).unwrap();
+        // (The job's own sh says "Terminated" of its sleep, which got SIGTERM too.)
+        let mut lines: Vec<&str> = text.lines().filter(|l| *l != "Terminated").collect();
+        lines.sort_unstable();
+        assert_eq!(
+            lines,
+            ["main-TERM", "up", "worker-TERM"],
+            "the job's own lines, nothing of the shell's: {text}"
+        );
     }
 
     #[test]

@@ -19,6 +19,9 @@ use std::time::Duration;
 const MISSING_POLLS: u32 = 15;
 /// Default time between SIGTERM and SIGKILL (the spec's `grace` otherwise).
 const DEFAULT_GRACE_MS: u64 = 30_000;
+/// After gpuq's SIGKILL, how long before an attempt Slurm still runs is
+/// cancelled by Slurm itself (a batch shell that could not do the kill).
+const KILL_BACKSTOP: Duration = Duration::from_secs(5);
 
 /// What is remembered of each Slurm attempt between polls.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +31,8 @@ struct Tracked {
     status: Option<SlurmStatus>,
     running_seen: bool,
     missing: u32,
+    /// gpuq's stop protocol sent this attempt SIGKILL.
+    killed: bool,
 }
 
 struct Shared {
@@ -99,6 +104,61 @@ impl SlurmCluster {
             },
             poll_every,
         }
+    }
+
+    /// The backstop of gpuq's SIGKILL: an attempt that Slurm still runs a while
+    /// after it (its batch shell could not kill the job) is cancelled by Slurm.
+    fn cancel_if_still_running(&self, job: JobId, attempt: u32, slurm_id: u64) {
+        let shared = Arc::clone(&self.shared);
+        let _ = std::thread::Builder::new()
+            .name(format!("kill-{job}"))
+            .spawn(move || {
+                std::thread::sleep(KILL_BACKSTOP);
+                let watched = shared
+                    .tracked()
+                    .get(&job)
+                    .is_some_and(|t| t.attempt == attempt && t.slurm_id == Some(slurm_id));
+                let runs = watched
+                    && shared
+                        .commands
+                        .query(&[slurm_id])
+                        .is_ok_and(|found| found.get(&slurm_id).is_some_and(|s| s.is_running()));
+                if runs {
+                    tracing::warn!(
+                        "job {job}: Slurm job {slurm_id} still runs after SIGKILL; cancelling it"
+                    );
+                    if let Err(e) = shared.commands.cancel(slurm_id, None) {
+                        tracing::warn!("job {job}: scancel of Slurm job {slurm_id} failed: {e}");
+                    }
+                }
+            });
+    }
+}
+
+/// The exit status Slurm's own record gives an attempt whose batch shell left
+/// none. Slurm writes 0:0 for a job it cancelled or timed out whatever became of
+/// it (the shell killed at the end of KillWait wrote nothing): that is no exit
+/// status. Without one, an attempt gpuq sent SIGKILL died of it.
+fn slurm_record(status: Option<&SlurmStatus>, killed: bool, now: i64) -> Option<ExitRecord> {
+    let record = |exit_code: Option<i32>, signal: Option<i32>| ExitRecord {
+        exit_code,
+        signal,
+        spawn_error: None,
+        ended_at_ms: now,
+    };
+    let said = status.and_then(|s| {
+        let (code, sig) = s.exit?;
+        let meaningless = (code, sig) == (0, 0)
+            && matches!(s.state.as_str(), "CANCELLED" | "TIMEOUT" | "DEADLINE");
+        (!meaningless).then_some((code, sig))
+    });
+    match said {
+        Some((code, sig)) => Some(record(
+            (sig == 0).then_some(code),
+            (sig != 0).then_some(sig),
+        )),
+        None if killed => Some(record(None, Some(libc::SIGKILL))),
+        None => None,
     }
 }
 
@@ -194,9 +254,20 @@ impl Shared {
         self.contract
             .prepare_files(&req)
             .map_err(|e| e.to_string())?;
-        let mut env = self.contract.job_env(&req);
-        // Slurm sets the GPUs a job sees.
-        env.remove("CUDA_VISIBLE_DEVICES");
+        self.commands
+            .prepare_slurm_log(
+                launch.job,
+                launch.attempt,
+                launch.run_as.as_ref().map(|a| (a.uid, a.gid)),
+            )
+            .map_err(|e| {
+                format!(
+                    "cannot create {}: {e}",
+                    self.commands
+                        .slurm_log(launch.job, launch.attempt)
+                        .display()
+                )
+            })?;
         let spec = &launch.spec;
         let grace = spec
             .grace
@@ -211,6 +282,12 @@ impl Shared {
             [first, _, ..] => (launch.placement.0.len() as u32, first.gpus.len() as u32),
             _ => (spec.nodes.unwrap_or(1), spec.gpus),
         };
+        let mut env = self.contract.job_env(&req);
+        // Slurm sets the GPUs a job with GPUs sees; one without sees none (an empty
+        // CUDA_VISIBLE_DEVICES, as on the local backend: unset would mean all).
+        if gpus_per_node > 0 {
+            env.remove("CUDA_VISIBLE_DEVICES");
+        }
         let submit = SlurmSubmit {
             job: launch.job,
             attempt: launch.attempt,
@@ -254,6 +331,7 @@ impl Shared {
             let status = statuses.get(&slurm_id).cloned();
             let mut started = None;
             let mut ended = None;
+            let mut killed = false;
             {
                 let mut tracked = self.tracked();
                 let Some(t) = tracked.get_mut(&job).filter(|t| t.attempt == attempt) else {
@@ -278,6 +356,7 @@ impl Shared {
                     }
                 }
                 if ended.is_some() {
+                    killed = t.killed;
                     tracked.remove(&job);
                 }
             }
@@ -290,7 +369,7 @@ impl Shared {
                 });
             }
             if let Some(status) = ended {
-                self.ended(job, attempt, slurm_id, status);
+                self.ended(job, attempt, slurm_id, status, killed);
             }
         }
         self.emit(AttemptEvent::Changed);
@@ -298,24 +377,24 @@ impl Shared {
 
     /// The attempt left Slurm: its status from the batch script's record, else
     /// from sacct; what Slurm did on its own (time limit, node failure, an
-    /// outside scancel) says so.
-    fn ended(&self, job: JobId, attempt: u32, slurm_id: u64, status: Option<SlurmStatus>) {
+    /// outside scancel) says so. `killed`: gpuq's stop protocol sent it SIGKILL.
+    fn ended(
+        &self,
+        job: JobId,
+        attempt: u32,
+        slurm_id: u64,
+        status: Option<SlurmStatus>,
+        killed: bool,
+    ) {
         let now = now_ms();
         let state = status
             .as_ref()
             .map(|s| s.state.as_str())
             .unwrap_or("UNKNOWN");
-        let record = self.commands.exit_record(job, attempt).or_else(|| {
-            status
-                .as_ref()
-                .and_then(|s| s.exit)
-                .map(|(code, sig)| ExitRecord {
-                    exit_code: (sig == 0).then_some(code),
-                    signal: (sig != 0).then_some(sig),
-                    spawn_error: None,
-                    ended_at_ms: now,
-                })
-        });
+        let record = self
+            .commands
+            .exit_record(job, attempt)
+            .or_else(|| slurm_record(status.as_ref(), killed, now));
         let outside = match state {
             "TIMEOUT" | "DEADLINE" => Some(OutsideEnd::TimeLimit("Slurm's time limit".into())),
             "CANCELLED" => Some(OutsideEnd::Cancelled(format!(
@@ -403,7 +482,11 @@ impl Backend for SlurmCluster {
             .map_err(|e| format!("cannot start sbatch: {e}"))
     }
 
-    /// A job Slurm has not started cannot take a signal: it is cancelled outright.
+    /// A signal goes to the batch shell, which forwards it to the job's process
+    /// group (SIGKILL too: see [`SlurmCommands::kill`]). Before a poll has seen the
+    /// attempt run, Slurm is asked (one squeue): a job that runs gets the signal
+    /// (its grace period is its own, not Slurm's KillWait); only one that really
+    /// still waits in Slurm's queue is cancelled outright.
     fn signal(&self, job: JobId, attempt: u32, signal: i32) -> bool {
         let Some((slurm_id, running)) = self
             .shared
@@ -415,8 +498,45 @@ impl Backend for SlurmCluster {
             return false;
         };
         let commands = &self.shared.commands;
-        let result = if signal == libc::SIGKILL || !running {
-            commands.cancel(slurm_id, None)
+        if !running {
+            let state = match commands.query(&[slurm_id]) {
+                Ok(mut found) => found.remove(&slurm_id),
+                Err(e) => {
+                    tracing::warn!("job {job}: cannot ask Slurm about job {slurm_id}: {e}");
+                    return false;
+                }
+            };
+            match state {
+                Some(s) if s.is_pending() => {
+                    return match commands.cancel(slurm_id, None) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::warn!(
+                                "job {job}: scancel of Slurm job {slurm_id} failed: {e}"
+                            );
+                            false
+                        }
+                    };
+                }
+                Some(s) if s.is_running() => {}
+                // Ended (the poll reports it), or not listed yet.
+                _ => return false,
+            }
+        }
+        let result = if signal == libc::SIGKILL {
+            if let Some(t) = self
+                .shared
+                .tracked()
+                .get_mut(&job)
+                .filter(|t| t.attempt == attempt)
+            {
+                t.killed = true;
+            }
+            let result = commands.kill(slurm_id, None);
+            if result.is_ok() {
+                self.cancel_if_still_running(job, attempt, slurm_id);
+            }
+            result
         } else {
             commands.signal(
                 slurm_id,
@@ -492,6 +612,45 @@ mod tests {
             cpus: 8,
             memory_mib: 1000,
         }
+    }
+
+    #[test]
+    fn slurms_0_0_for_a_cancelled_job_is_no_exit_status() {
+        let status = |state: &str, exit| SlurmStatus {
+            state: state.into(),
+            reason: None,
+            nodes: None,
+            exit,
+        };
+        let said = |s: SlurmStatus, killed| {
+            slurm_record(Some(&s), killed, 1).map(|r| (r.exit_code, r.signal))
+        };
+        assert_eq!(
+            said(status("COMPLETED", Some((0, 0))), false),
+            Some((Some(0), None))
+        );
+        assert_eq!(
+            said(status("FAILED", Some((3, 0))), false),
+            Some((Some(3), None))
+        );
+        assert_eq!(
+            said(status("FAILED", Some((0, 9))), true),
+            Some((None, Some(9)))
+        );
+        for state in ["CANCELLED", "TIMEOUT"] {
+            assert_eq!(said(status(state, Some((0, 0))), false), None, "{state}");
+            assert_eq!(
+                said(status(state, Some((0, 0))), true),
+                Some((None, Some(9))),
+                "{state} after gpuq's SIGKILL"
+            );
+            assert_eq!(
+                said(status(state, Some((0, 15))), true),
+                Some((None, Some(15)))
+            );
+        }
+        assert_eq!(slurm_record(None, false, 1), None);
+        assert_eq!(slurm_record(None, true, 1).and_then(|r| r.signal), Some(9));
     }
 
     #[test]
