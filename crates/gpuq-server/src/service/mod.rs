@@ -680,6 +680,7 @@ impl Service {
                 failures,
                 log_tail: &log_tail,
                 now,
+                began: run.began,
             });
             let gpu_usage = Self::take_usage(&inner, &mut self.monitor(), id, now);
             let end = AttemptEnd {

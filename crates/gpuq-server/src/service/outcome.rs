@@ -43,6 +43,8 @@ pub struct Ended<'a> {
     pub failures: u32,
     pub log_tail: &'a str,
     pub now: Millis,
+    /// It had begun to run (false: it ended while waiting in the backend's queue).
+    pub began: bool,
 }
 
 pub fn classify(e: &Ended<'_>) -> Outcome {
@@ -61,7 +63,11 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
         oom: false,
     };
     if let Some(stop) = e.stop {
-        let ended = describe_stop_end(stop, &how);
+        let ended = if e.began || e.record.is_some() {
+            describe_stop_end(stop, &how)
+        } else {
+            "before it began to run (it was still waiting in the backend's queue)".to_string()
+        };
         return match &stop.cause {
             StopCause::Cancel { by } => keep(
                 JobState::Cancelled,
@@ -195,6 +201,7 @@ mod tests {
             failures,
             log_tail: log,
             now: 1000,
+            began: true,
         })
     }
 
@@ -261,6 +268,7 @@ mod tests {
             spec: &s,
             failures: 0,
             log_tail: "",
+            began: true,
             now: 0,
         });
         assert_eq!(o.next_state, JobState::Cancelled);
@@ -275,8 +283,22 @@ mod tests {
             spec: &s,
             failures: 1,
             log_tail: "",
+            began: true,
             now: 0,
         });
+        let waiting = classify(&Ended {
+            record: None,
+            stop: Some(&stop),
+            spec: &s,
+            failures: 0,
+            log_tail: "",
+            began: false,
+            now: 0,
+        });
+        assert_eq!(
+            waiting.reason,
+            "cancelled by alice; before it began to run (it was still waiting in the backend's queue)"
+        );
         assert_eq!(
             (o.next_state, o.failures, o.event),
             (JobState::Preempted, 1, "preempted")
