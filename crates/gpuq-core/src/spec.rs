@@ -77,10 +77,11 @@ pub struct JobSpec {
     /// A multi-line script, executed by `bash -e -c` (stops at the first failing line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
-    /// Number of GPUs, all allocated at once on one node (per node, with `nodes`).
+    /// Number of GPUs, all allocated at once (gang): on one node when a node holds
+    /// them, else on whole nodes of one kind; per node, with `nodes`.
     #[serde(default)]
     pub gpus: u32,
-    /// Nodes for a multi-node job (Slurm backend): `gpus` on each, started with
+    /// Nodes for a multi-node job (a cluster backend: Slurm): `gpus` on each, started with
     /// MASTER_ADDR, MASTER_PORT, NNODES and NODE_RANK set for torchrun.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u32>,
