@@ -31,6 +31,9 @@ class Daemon:
 
     def __init__(self, gpus="none", slots=None, config=None, env=None):
         self.home = tempfile.mkdtemp(prefix="gpuq-bench-")
+        if os.geteuid() == 0:
+            # A root daemon runs no job as root unless its config says so (top-level key first).
+            config = "allow_root_jobs = true\n" + (config or "")
         if config:
             with open(os.path.join(self.home, "gpuq.toml"), "w") as f:
                 f.write(config)

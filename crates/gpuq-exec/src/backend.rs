@@ -90,7 +90,9 @@ pub enum AttemptEvent {
     Changed,
 }
 
-/// Where a backend sends its events; called from any thread.
+/// Where a backend sends its events; called from any thread. The service applies
+/// an event before the call returns: never call it while holding a lock that a
+/// call into the backend takes.
 pub type EventSink = Arc<dyn Fn(AttemptEvent) + Send + Sync>;
 
 /// What the store remembers of an attempt that was running when the daemon stopped.

@@ -2,7 +2,7 @@
 //! backend's id for an attempt (committed for re-attach), a queued launch that
 //! began to run (its clock, price and time limit start then), and ends, with
 //! what the backend did on its own turned into the stop cause gpuq would have
-//! given. Events arrive on one channel, in order, from any thread.
+//! given. Events are applied on the thread that reports them.
 
 use super::stop::{Stop, StopCause, StopStep};
 use super::Service;
@@ -12,20 +12,19 @@ use gpuq_exec::{AttemptEvent, ExitRecord, OutsideEnd};
 use std::sync::{Arc, Weak};
 
 impl Service {
-    /// Hands the backend a sink whose events a task of the service applies.
+    /// Hands the backend a sink that applies each event at once, on the thread
+    /// that reports it (a waiter or poll thread of the backend), inside the
+    /// runtime's context: no hop through a queue between an attempt's end and
+    /// the next scheduling pass, and one thread's events stay in order.
     pub(super) fn connect_backend(self: &Arc<Self>) {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<AttemptEvent>();
         let this: Weak<Self> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            while let Some(event) = rx.recv().await {
-                let Some(service) = this.upgrade() else {
-                    return;
-                };
-                service.apply_backend_event(event);
-            }
-        });
+        let runtime = tokio::runtime::Handle::current();
         self.backend.start(Arc::new(move |event| {
-            let _ = tx.send(event);
+            let Some(service) = this.upgrade() else {
+                return;
+            };
+            let _context = runtime.enter();
+            service.apply_backend_event(event);
         }));
     }
 
