@@ -363,8 +363,10 @@ impl Store {
         })
     }
 
-    /// Records the Slurm job id of an attempt (right after `sbatch` answered).
-    pub fn set_slurm_job(
+    /// Records the backend's id of an attempt (Slurm's job id, right after
+    /// `sbatch` answered), by which a restarted daemon re-attaches. The column
+    /// keeps its API name, `slurm_job_id`.
+    pub fn set_backend_id(
         &mut self,
         job: JobId,
         attempt: u32,

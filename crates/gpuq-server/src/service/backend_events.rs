@@ -38,7 +38,7 @@ impl Service {
                 if let Err(e) = self
                     .lock()
                     .store
-                    .set_slurm_job(job, attempt, backend_id, now_ms())
+                    .set_backend_id(job, attempt, backend_id, now_ms())
                 {
                     tracing::error!("job {job}: cannot record its backend id {backend_id}: {e}");
                 }
