@@ -190,8 +190,9 @@ fn nodes_summary(found: &[SlurmNode]) -> String {
 
 fn admission_nodes(found: &[SlurmNode], shape: &ClusterShape) -> Vec<Node> {
     let mut nodes = Vec::new();
-    for (gpus, gpu_type, count) in kinds(found) {
-        let copies = (shape.max_gpus / gpus).max(count.min(1)).max(1);
+    for (gpus, gpu_type, _count) in kinds(found) {
+        // At least once: a job may ask for a kind larger than max_gpus.
+        let copies = (shape.max_gpus / gpus).max(1);
         for i in 0..copies {
             nodes.push(Node {
                 name: format!("slurm-{}x{gpus}-{i}", gpu_type.as_deref().unwrap_or("gpu")),

@@ -113,11 +113,11 @@ impl Service {
         if !began {
             // Ended while the backend held it in its queue: no run time, nothing to pay.
             let now = now_ms();
-            let _ = self
-                .lock()
+            let mut inner = self.lock();
+            let _ = inner
                 .store
                 .set_attempt_started(id, attempt, now, None, None);
-            if let Some(run) = self.lock().running.get_mut(&id) {
+            if let Some(run) = inner.running.get_mut(&id) {
                 run.started_at = now;
                 run.rate = None;
             }

@@ -176,7 +176,7 @@ impl Service {
         let mut ids: Vec<&JobId> = inner
             .running
             .iter()
-            .filter(|(_, r)| !r.gpus.is_empty())
+            .filter(|(_, r)| r.placement.gpu_count() > 0)
             .map(|(id, _)| id)
             .collect();
         ids.sort();

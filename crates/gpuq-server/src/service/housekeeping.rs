@@ -244,7 +244,7 @@ impl Service {
             .lock()
             .running
             .values()
-            .map(|r| r.gpus.clone())
+            .map(|r| r.local_gpus().to_vec())
             .collect();
         let monitor = self.monitor();
         jobs.iter().any(|gpus| {

@@ -70,9 +70,6 @@ struct RunningAttempt {
     user: Arc<str>,
     project: Option<Arc<str>>,
     started_at: Millis,
-    /// Its GPUs on the first node of its placement (this machine's GPUs on a
-    /// one-node backend).
-    gpus: Vec<u32>,
     /// All its nodes and GPUs, in rank order.
     placement: gpuq_core::Placement,
     ends_by: Option<Millis>,
@@ -90,6 +87,51 @@ struct RunningAttempt {
     /// It has begun to run: at once on a backend that does not queue launches,
     /// else when the backend says it started.
     began: bool,
+}
+
+impl RunningAttempt {
+    /// A running attempt of a job with this spec (`None`: its launch information
+    /// was unreadable), whose clock started at `started` (`None`: not known; its
+    /// time limit then has no end yet). Unpriced, and begun.
+    fn new(
+        attempt: u32,
+        user: Arc<str>,
+        project: Option<Arc<str>>,
+        started: Option<Millis>,
+        placement: gpuq_core::Placement,
+        spec: Option<&gpuq_core::JobSpec>,
+        failures: u32,
+    ) -> Self {
+        RunningAttempt {
+            attempt,
+            user,
+            project,
+            started_at: started.unwrap_or_else(now_ms),
+            placement,
+            ends_by: spec
+                .and_then(|s| s.time_limit)
+                .zip(started)
+                .map(|(t, s)| s + t.as_millis() as i64),
+            priority: spec.map(|s| s.priority).unwrap_or_default(),
+            preemptible: spec.is_some_and(|s| s.preemptible),
+            grace: spec
+                .and_then(|s| s.grace)
+                .map(|g| g.as_std())
+                .unwrap_or(DEFAULT_GRACE),
+            early_signal: spec.and_then(|s| s.signal),
+            stop: None,
+            spec: spec.map(|s| Arc::new(s.clone())),
+            failures,
+            rate: None,
+            began: true,
+        }
+    }
+
+    /// Its GPUs on this machine: node 0 is the one node of a one-node backend
+    /// (a cluster backend has no GPU here that telemetry could see).
+    fn local_gpus(&self) -> &[u32] {
+        self.placement.on(0)
+    }
 }
 
 struct Inner {
@@ -484,7 +526,7 @@ impl Service {
             let holder = inner
                 .running
                 .iter()
-                .find(|(_, r)| r.placement.on(0).contains(&g.index))
+                .find(|(_, r)| r.local_gpus().contains(&g.index))
                 .map(|(id, _)| *id);
             let job = holder.map(|id| inner.store.job(id)).transpose()?.flatten();
             out.push(GpuStatus {

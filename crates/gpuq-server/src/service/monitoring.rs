@@ -189,7 +189,7 @@ impl Service {
         inner
             .running
             .iter()
-            .filter(|(_, r)| !r.gpus.is_empty())
+            .filter(|(_, r)| !r.local_gpus().is_empty())
             .map(|(id, r)| {
                 let env = r.spec.as_ref().map(|s| &s.env);
                 let var = |k: &str| env.and_then(|e| e.get(k)).map(|v| v.trim());
@@ -197,7 +197,7 @@ impl Service {
                     id: *id,
                     attempt: r.attempt,
                     user: r.user.clone(),
-                    gpus: r.gpus.clone(),
+                    gpus: r.local_gpus().to_vec(),
                     started_at: r.started_at,
                     job_dir: self.job_dir(*id).root().to_path_buf(),
                     sim_env: (
@@ -272,7 +272,7 @@ impl Service {
         now: Millis,
     ) -> Option<JobGpuUsage> {
         let run = inner.running.get(&id)?;
-        if run.gpus.is_empty() {
+        if run.placement.gpu_count() == 0 {
             return None;
         }
         let mut usage = monitor

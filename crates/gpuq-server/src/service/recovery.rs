@@ -11,7 +11,7 @@
 //!   never ran: it is requeued. A cancel that was pending ends it as cancelled.
 
 use super::stop::{Stop, StopCause, StopStep};
-use super::{pending_of, RunningAttempt, Service, DEFAULT_GRACE};
+use super::{pending_of, RunningAttempt, Service};
 use gpuq_api::home::now_ms;
 use gpuq_core::{JobId, JobState, NodeGpus, Placement};
 use gpuq_exec::{Reattached, Recorded};
@@ -53,51 +53,35 @@ impl Service {
                         cause,
                         step: StopStep::Term,
                     });
-                let spec = &job.spec;
                 let placement = self.recorded_placement(&job);
-                let rate = inner
+                let recorded_attempt = inner
                     .store
                     .attempts(job.id)
                     .ok()
-                    .and_then(|all| all.into_iter().find(|a| a.attempt == job.attempt))
-                    .and_then(|a| a.rate_per_hour);
+                    .and_then(|all| all.into_iter().find(|a| a.attempt == job.attempt));
+                let backend_id = recorded_attempt.as_ref().and_then(|a| a.slurm_job_id);
                 inner.running.insert(
                     job.id,
+                    // `began` is corrected below from the events, for a backend that queues launches.
                     RunningAttempt {
-                        attempt: job.attempt,
-                        user: Arc::from(job.user.as_str()),
-                        project: job.project.as_deref().map(Arc::from),
-                        started_at: job.started_at.unwrap_or_else(now_ms),
-                        gpus: placement
-                            .0
-                            .first()
-                            .map(|p| p.gpus.clone())
-                            .unwrap_or_default(),
-                        placement: placement.clone(),
-                        ends_by: spec
-                            .time_limit
-                            .zip(job.started_at)
-                            .map(|(t, s)| s + t.as_millis() as i64),
-                        priority: spec.priority,
-                        preemptible: spec.preemptible,
-                        grace: spec.grace.map(|g| g.as_std()).unwrap_or(DEFAULT_GRACE),
-                        early_signal: spec.signal,
-                        stop: None,
-                        spec: Some(Arc::new(spec.clone())),
-                        failures: job.failures,
-                        rate,
-                        // Corrected below from the events for a backend that queues launches.
-                        began: true,
+                        rate: recorded_attempt.and_then(|a| a.rate_per_hour),
+                        ..RunningAttempt::new(
+                            job.attempt,
+                            Arc::from(job.user.as_str()),
+                            job.project.as_deref().map(Arc::from),
+                            job.started_at,
+                            placement,
+                            Some(&job.spec),
+                            job.failures,
+                        )
                     },
                 );
-                out.push((job, stop, rebooted));
+                out.push((job, stop, rebooted, backend_id));
             }
             out
         };
-        for (job, stop, rebooted) in running {
+        for (job, stop, rebooted, backend_id) in running {
             let (id, attempt) = (job.id, job.attempt);
-            let attempts = self.with_store(|s| s.attempts(id)).unwrap_or_default();
-            let this_attempt = attempts.iter().find(|a| a.attempt == attempt);
             let began = !self.backend.info().queues_launches || self.began_before(id, attempt);
             if let Some(run) = self.lock().running.get_mut(&id) {
                 run.began = began;
@@ -105,7 +89,7 @@ impl Service {
             let recorded = Recorded {
                 job: id,
                 attempt,
-                backend_id: this_attempt.and_then(|a| a.slurm_job_id),
+                backend_id,
                 rebooted,
                 began,
             };

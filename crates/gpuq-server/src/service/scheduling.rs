@@ -2,7 +2,7 @@
 //! decisions, then carry them out (spawn, stop). Woken by events, never by a poll.
 
 use super::stop::StopCause;
-use super::{dependency_state, running_snapshot, Inner, RunningAttempt, Service, DEFAULT_GRACE};
+use super::{dependency_state, running_snapshot, Inner, RunningAttempt, Service};
 use gpuq_api::home::now_ms;
 use gpuq_core::{schedule, Decision, Job, JobId, JobState, Millis, Placement, ScheduleInput};
 use gpuq_exec::{ExitRecord, Launch};
@@ -160,35 +160,20 @@ impl Service {
                 // The running entry goes in under the same lock as the commit: the next
                 // pass must see these GPUs as held.
                 let info = inner.store.launch_info(start.job);
-                let spec = info.as_ref().ok().map(|i| &i.spec);
                 inner.running.insert(
                     start.job,
                     RunningAttempt {
-                        attempt,
-                        user: queued.user.clone(),
-                        project: queued.project.clone(),
-                        started_at: now,
-                        gpus: placement
-                            .0
-                            .first()
-                            .map(|p| p.gpus.clone())
-                            .unwrap_or_default(),
-                        placement: placement.clone(),
-                        ends_by: spec
-                            .and_then(|s| s.time_limit)
-                            .map(|t| now + t.as_millis() as i64),
-                        priority: spec.map(|s| s.priority).unwrap_or_default(),
-                        preemptible: spec.is_some_and(|s| s.preemptible),
-                        grace: spec
-                            .and_then(|s| s.grace)
-                            .map(|g| g.as_std())
-                            .unwrap_or(DEFAULT_GRACE),
-                        early_signal: spec.and_then(|s| s.signal),
-                        stop: None,
-                        spec: spec.map(|s| Arc::new(s.clone())),
-                        failures: info.as_ref().map(|i| i.failures).unwrap_or(0),
                         rate: start.rate,
                         began: !self.backend.info().queues_launches,
+                        ..RunningAttempt::new(
+                            attempt,
+                            queued.user.clone(),
+                            queued.project.clone(),
+                            Some(now),
+                            placement.clone(),
+                            info.as_ref().ok().map(|i| &i.spec),
+                            info.as_ref().map(|i| i.failures).unwrap_or(0),
+                        )
                     },
                 );
                 launches.push((
