@@ -6,6 +6,7 @@ mod client;
 pub mod home;
 pub mod openapi;
 pub mod spec_file;
+pub mod tracking;
 
 pub use client::{ApiError, Client, LogChunk};
 

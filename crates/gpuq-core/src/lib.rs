@@ -21,6 +21,7 @@ pub mod spec;
 pub mod spot;
 pub mod state;
 pub mod telemetry;
+pub mod tracking;
 
 pub use duration::DurationSpec;
 pub use job::{Attempt, Event, Job};

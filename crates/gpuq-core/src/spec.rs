@@ -126,6 +126,65 @@ pub struct JobSpec {
     /// The job may be stopped and requeued to make room for higher-priority work.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub preemptible: bool,
+    /// Hyperparameters: recorded as the run's params and handed to the job as
+    /// `GPUQ_PARAMS` (a JSON object). Values are strings, numbers or booleans.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, serde_json::Value>,
+}
+
+/// MLflow's limits on a param: its key and its value as text.
+pub const MAX_PARAM_KEY_LEN: usize = 250;
+pub const MAX_PARAM_VALUE_LEN: usize = 6000;
+/// At most this many params in one spec (MLflow takes 100 per request).
+pub const MAX_PARAMS: usize = 100;
+
+/// A param's value as the run records it: strings as they are, numbers and booleans as JSON writes them.
+pub fn param_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn check_params(params: &BTreeMap<String, serde_json::Value>) -> Result<(), SpecError> {
+    if params.len() > MAX_PARAMS {
+        return Err(SpecError::new(
+            "params",
+            format!("{} params; a job takes at most {MAX_PARAMS}", params.len()),
+        ));
+    }
+    for (key, value) in params {
+        let field = format!("params.{key}");
+        let key_ok = !key.is_empty()
+            && key.len() <= MAX_PARAM_KEY_LEN
+            && key
+                .chars()
+                .all(|c| c.is_alphanumeric() || "_-. /".contains(c));
+        if !key_ok {
+            return Err(SpecError::new(
+                field,
+                format!("a param's name is 1 to {MAX_PARAM_KEY_LEN} letters, digits, and _ - . / or spaces"),
+            ));
+        }
+        match value {
+            serde_json::Value::String(_)
+            | serde_json::Value::Number(_)
+            | serde_json::Value::Bool(_) => {}
+            _ => {
+                return Err(SpecError::new(
+                    field,
+                    "a param is a string, a number or a boolean (not a list, a map or null)",
+                ))
+            }
+        }
+        if param_text(value).len() > MAX_PARAM_VALUE_LEN {
+            return Err(SpecError::new(
+                field,
+                format!("the value is longer than {MAX_PARAM_VALUE_LEN} bytes; keep params short (put data in a file)"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A spec field that cannot be accepted, with the fix.
@@ -215,6 +274,7 @@ impl JobSpec {
             ));
         }
         limits::check_env(&self.env, limits::EnvSource::Spec)?;
+        check_params(&self.params)?;
         if (self.gpu_type.is_some() || self.gpu_mem.is_some()) && self.gpus == 0 {
             return Err(SpecError::new(
                 "gpus",

@@ -88,6 +88,96 @@ ALTER TABLE jobs ADD COLUMN cost_micros INTEGER;
     r#"
 ALTER TABLE attempts ADD COLUMN slurm_job_id INTEGER;
 "#,
+    // Experiment tracking (the MLflow-compatible API). Every job is a run (its id
+    // is the job's number); runs made through the API get random hex ids.
+    // A metric value of NULL is NaN (SQLite stores NaN as NULL).
+    r#"
+CREATE TABLE experiments (
+    id                INTEGER PRIMARY KEY,
+    name              TEXT NOT NULL UNIQUE,
+    artifact_location TEXT NOT NULL,
+    lifecycle_stage   TEXT NOT NULL DEFAULT 'active',
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL
+);
+INSERT INTO experiments (id, name, artifact_location, created_at, updated_at)
+    VALUES (0, 'Default', 'mlflow-artifacts:/0', 0, 0);
+CREATE TABLE experiment_tags (
+    experiment_id INTEGER NOT NULL REFERENCES experiments (id),
+    key           TEXT NOT NULL,
+    value         TEXT NOT NULL,
+    PRIMARY KEY (experiment_id, key)
+) WITHOUT ROWID;
+CREATE TABLE runs (
+    id              TEXT PRIMARY KEY,
+    experiment_id   INTEGER NOT NULL REFERENCES experiments (id),
+    job_id          INTEGER UNIQUE REFERENCES jobs (id),
+    name            TEXT,
+    user            TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    start_time      INTEGER,
+    end_time        INTEGER,
+    lifecycle_stage TEXT NOT NULL DEFAULT 'active',
+    created_at      INTEGER NOT NULL
+);
+CREATE INDEX runs_experiment ON runs (experiment_id);
+CREATE TABLE run_params (
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE TABLE run_tags (
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE TABLE metric_series (
+    id          INTEGER PRIMARY KEY,
+    run_id      TEXT NOT NULL REFERENCES runs (id),
+    key         TEXT NOT NULL,
+    count       INTEGER NOT NULL,
+    last_step   INTEGER NOT NULL,
+    last_time   INTEGER NOT NULL,
+    last_value  REAL,
+    UNIQUE (run_id, key)
+);
+CREATE TABLE metric_points (
+    series INTEGER NOT NULL,
+    seq    INTEGER NOT NULL,
+    step   INTEGER NOT NULL,
+    time   INTEGER NOT NULL,
+    value  REAL,
+    PRIMARY KEY (series, seq)
+) WITHOUT ROWID;
+CREATE TABLE metric_rollups (
+    series    INTEGER NOT NULL,
+    bucket    INTEGER NOT NULL,
+    n         INTEGER NOT NULL,
+    first_step INTEGER NOT NULL,
+    last_step  INTEGER NOT NULL,
+    min_value REAL,
+    min_step  INTEGER,
+    min_time  INTEGER,
+    max_value REAL,
+    max_step  INTEGER,
+    max_time  INTEGER,
+    PRIMARY KEY (series, bucket)
+) WITHOUT ROWID;
+CREATE TABLE metric_files (
+    job_id INTEGER PRIMARY KEY REFERENCES jobs (id),
+    offset INTEGER NOT NULL
+);
+ALTER TABLE jobs ADD COLUMN repro TEXT;
+ALTER TABLE attempts ADD COLUMN runtime TEXT;
+INSERT OR IGNORE INTO experiments (name, artifact_location, created_at, updated_at)
+    SELECT DISTINCT project, '', submitted_at, submitted_at FROM jobs WHERE project IS NOT NULL GROUP BY project;
+UPDATE experiments SET artifact_location = 'mlflow-artifacts:/' || id WHERE artifact_location = '';
+INSERT INTO runs (id, experiment_id, job_id, name, user, status, start_time, end_time, created_at)
+    SELECT CAST(j.id AS TEXT), COALESCE(e.id, 0), j.id, j.name, j.user, 'SCHEDULED', j.started_at, j.ended_at, j.submitted_at
+    FROM jobs j LEFT JOIN experiments e ON e.name = j.project;
+"#,
 ];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is

@@ -1,0 +1,1 @@
+//! Downsampling a metric's history for a chart.
