@@ -6,6 +6,7 @@
 
 mod feed;
 mod schema;
+pub mod tracking;
 
 use gpuq_core::cost::Micros;
 use gpuq_core::{Attempt, Event, Job, JobId, JobSpec, JobState, Millis, Priority};
@@ -196,6 +197,7 @@ impl Store {
             )?;
             let id = tx.last_insert_rowid() as JobId;
             insert_event(tx, now, id, "submitted", &format!("by {}", new.user))?;
+            tracking::insert_job_run(tx, id, &new.spec, &new.user, now)?;
             Ok(id)
         })?;
         self.job(id)?.ok_or(StoreError::Corrupt {

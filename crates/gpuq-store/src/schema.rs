@@ -4,7 +4,7 @@ use crate::{Result, StoreError};
 use rusqlite::Connection;
 
 /// Schema versions, in order; index + 1 is the version after applying the entry.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE jobs (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
