@@ -64,9 +64,7 @@ impl JsonSchema for MetricValue {
     fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
         schemars::schema::SchemaObject {
             metadata: Some(Box::new(schemars::schema::Metadata {
-                description: Some(
-                    "a number, or \"NaN\", \"Infinity\", \"-Infinity\"".into(),
-                ),
+                description: Some("a number, or \"NaN\", \"Infinity\", \"-Infinity\"".into()),
                 ..Default::default()
             })),
             ..Default::default()
@@ -139,8 +137,14 @@ mod tests {
         }
         let nan = serde_json::to_string(&MetricValue(f64::NAN)).unwrap();
         assert_eq!(nan, "\"NaN\"");
-        assert!(serde_json::from_str::<MetricValue>(&nan).unwrap().0.is_nan());
-        assert_eq!(serde_json::from_str::<MetricValue>("\"2.5\"").unwrap().0, 2.5);
+        assert!(serde_json::from_str::<MetricValue>(&nan)
+            .unwrap()
+            .0
+            .is_nan());
+        assert_eq!(
+            serde_json::from_str::<MetricValue>("\"2.5\"").unwrap().0,
+            2.5
+        );
         let err = serde_json::from_str::<MetricValue>("\"fast\"").unwrap_err();
         assert!(err.to_string().contains("not a number"), "{err}");
     }

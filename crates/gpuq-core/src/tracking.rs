@@ -3,4 +3,5 @@
 //! chart (`downsample`). The store and the MLflow-compatible API call these.
 
 pub mod downsample;
+pub mod metrics_file;
 pub mod search;

@@ -167,6 +167,164 @@ impl Dir {
         // SAFETY: our directory descriptor and a valid C string.
         check(unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) }).map(drop)
     }
+
+    /// The owner and group of this directory.
+    pub fn owner_and_group(&self) -> std::io::Result<(u32, u32)> {
+        // SAFETY: fstat on our descriptor into a zeroed struct we own.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            check(libc::fstat(self.fd.as_raw_fd(), &mut st))?;
+            Ok((st.st_uid, st.st_gid))
+        }
+    }
+
+    /// A subdirectory, made (with `mode`, then given to `owner`) when missing.
+    pub fn dir_or_make(
+        &self,
+        name: &str,
+        mode: libc::mode_t,
+        owner: Option<(u32, u32)>,
+    ) -> std::io::Result<Dir> {
+        let c = component(name)?;
+        // SAFETY: our directory descriptor and a valid C string.
+        let made = unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), mode) } == 0;
+        if !made {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(e);
+            }
+        }
+        let dir = self.dir(name)?;
+        if made {
+            if let Some((uid, gid)) = owner {
+                chown_fd(dir.fd.as_raw_fd(), uid, gid)?;
+            }
+        }
+        Ok(dir)
+    }
+
+    /// Opens a regular file for reading (not a link, FIFO or device); with
+    /// `owner`, only one that belongs to that uid (not a file another account linked in).
+    pub fn open_regular(&self, name: &str, owner: Option<u32>) -> std::io::Result<File> {
+        let file = self.open_at(name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
+        let meta = file.metadata()?;
+        use std::os::unix::fs::MetadataExt;
+        if !meta.file_type().is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{name} is not a regular file"),
+            ));
+        }
+        if owner.is_some_and(|uid| meta.uid() != uid) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{name} belongs to another account"),
+            ));
+        }
+        Ok(file)
+    }
+
+    /// Creates a new file (it must not exist), mode 0600 given to `owner`.
+    pub fn create_new(&self, name: &str, owner: Option<(u32, u32)>) -> std::io::Result<File> {
+        let file = self.open_at(name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o600)?;
+        if let Some((uid, gid)) = owner {
+            chown_fd(file.as_raw_fd(), uid, gid)?;
+        }
+        Ok(file)
+    }
+
+    /// The entries of this directory: names with what they are and their size;
+    /// links and special files are listed as `Other` and never followed.
+    pub fn entries(&self) -> std::io::Result<Vec<Entry>> {
+        // /proc/self/fd/N names this very directory (the kernel resolves it by
+        // descriptor, not by path), so a rename under us changes nothing.
+        let listing = std::fs::read_dir(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))?;
+        let mut out = Vec::new();
+        for entry in listing {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let c = component(&name)?;
+            // SAFETY: fstatat on our descriptor, not following a link, into a struct we own.
+            let st = unsafe {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::fstatat(
+                    self.fd.as_raw_fd(),
+                    c.as_ptr(),
+                    &mut st,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                ) != 0
+                {
+                    continue;
+                }
+                st
+            };
+            let kind = match st.st_mode & libc::S_IFMT {
+                libc::S_IFREG => EntryKind::File,
+                libc::S_IFDIR => EntryKind::Dir,
+                _ => EntryKind::Other,
+            };
+            out.push(Entry {
+                name,
+                kind,
+                size: st.st_size.max(0) as u64,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Removes an entry; a directory with everything in it (at most `depth`
+    /// levels), never following a link.
+    pub fn remove_all(&self, name: &str, depth: usize) -> std::io::Result<()> {
+        let c = component(name)?;
+        match self.dir(name) {
+            Ok(sub) => {
+                if depth == 0 {
+                    return Err(std::io::Error::other("too deeply nested to remove"));
+                }
+                for e in sub.entries()? {
+                    sub.remove_all(&e.name, depth - 1)?;
+                }
+                // SAFETY: our directory descriptor and a valid C string.
+                check(unsafe {
+                    libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR)
+                })
+                .map(drop)
+            }
+            // Not a directory (a file, or a link, which O_NOFOLLOW refused): unlink it.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR) | Some(libc::ELOOP)) => {
+                self.remove(name)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// What a directory entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub kind: EntryKind,
+    pub size: u64,
+}
+
+/// Gives a file we opened to `uid`/`gid`; nothing to do when it is ours already.
+fn chown_fd(fd: libc::c_int, uid: u32, gid: u32) -> std::io::Result<()> {
+    // SAFETY: geteuid cannot fail.
+    if uid == unsafe { libc::geteuid() } {
+        return Ok(());
+    }
+    // SAFETY: fchown on a descriptor we own.
+    check(unsafe { libc::fchown(fd, uid, gid) }).map(drop)
 }
 
 /// Reads at most `max` bytes of the regular file `path` with `account`'s rights

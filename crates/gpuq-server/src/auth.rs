@@ -29,6 +29,8 @@ pub async fn authenticate(
         Some(ctx.identity.owner_caller())
     } else if presented.is_empty() {
         None
+    } else if presented.starts_with("gpuqjob_") {
+        ctx.service.job_token_caller(&presented)
     } else {
         let hash = hash_token(&presented);
         ctx.service
@@ -37,6 +39,13 @@ pub async fn authenticate(
             .map(|(_, user, _)| ctx.identity.caller(user))
     };
     let Some(caller) = caller else {
+        if crate::mlflow::is_mlflow_path(req.uri().path()) {
+            return Err(ApiError::mlflow(
+                StatusCode::UNAUTHORIZED,
+                "missing, wrong or revoked API token: set MLFLOW_TRACKING_TOKEN to a gpuq token \
+                 (`gpuq token create`), or inside a job use the one gpuq sets",
+            ));
+        }
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "missing, wrong or revoked API token; send `Authorization: Bearer <token>` (the daemon's is in \

@@ -7,12 +7,14 @@ mod cost_routes;
 mod feed;
 pub mod identity;
 mod metrics;
+mod mlflow;
 mod notify;
 pub mod pricing;
 mod rejections;
 mod routes;
 mod sampler;
 pub mod service;
+mod tracking_routes;
 
 use anyhow::{bail, Context, Result};
 use axum::routing::{get, post};
@@ -77,9 +79,12 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/schedules", get(cost_routes::schedules))
         .route("/v1/prices", get(cost_routes::prices))
         .route("/v1/jobs/:id/advice", get(cost_routes::advice))
+        .route("/v1/jobs/:id/metrics", get(tracking_routes::metrics))
+        .route("/v1/jobs/:id/run", get(tracking_routes::run))
         .route("/v1/events", get(feed::events))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))
+        .merge(mlflow::router())
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
             auth::authenticate,
@@ -278,6 +283,9 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         service::Extras {
             alert_out,
             pricing: opts.pricing,
+            tracking: gpuq_store::tracking::Tracking::open(&home.join("gpuq.db"))
+                .context("cannot open the tracking database")?,
+            link: service::TrackingLink::new(url.clone(), &token),
         },
     )?;
     service.recover()?;

@@ -44,7 +44,12 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
         .unwrap_or("")
         .to_string();
     let (status, error) = explain(status, &text, &method, &path, &allow);
-    let mut out = (status, Json(ErrorBody { error, field: None })).into_response();
+    let mut out = if crate::mlflow::is_mlflow_path(&path) {
+        let code = crate::mlflow::MlflowError::code_for(status);
+        (status, Json(crate::mlflow::MlflowError::body(code, &error))).into_response()
+    } else {
+        (status, Json(ErrorBody { error, field: None })).into_response()
+    };
     for (name, value) in &parts.headers {
         if name != CONTENT_TYPE && name != CONTENT_LENGTH {
             out.headers_mut().insert(name.clone(), value.clone());

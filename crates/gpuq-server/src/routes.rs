@@ -30,9 +30,19 @@ pub struct AppContext {
 pub struct ApiError {
     status: StatusCode,
     body: ErrorBody,
+    /// MLflow's error shape instead of the API's (for its clients' paths).
+    mlflow: bool,
 }
 
 impl ApiError {
+    /// An error for an MLflow client: `{"error_code", "message"}`.
+    pub fn mlflow(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            mlflow: true,
+            ..Self::new(status, message)
+        }
+    }
+
     pub fn new(status: StatusCode, error: impl Into<String>) -> Self {
         Self {
             status,
@@ -40,6 +50,7 @@ impl ApiError {
                 error: error.into(),
                 field: None,
             },
+            mlflow: false,
         }
     }
 
@@ -51,12 +62,18 @@ impl ApiError {
                 error: error.into(),
                 field: Some(field),
             },
+            mlflow: false,
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.mlflow {
+            let code = super::mlflow::MlflowError::code_for(self.status);
+            let body = super::mlflow::MlflowError::body(code, &self.body.error);
+            return (self.status, Json(body)).into_response();
+        }
         (self.status, Json(self.body)).into_response()
     }
 }
@@ -70,6 +87,7 @@ impl From<ServiceError> for ApiError {
                     error: s.to_string(),
                     field: Some(s.field),
                 },
+                mlflow: false,
             },
             ServiceError::NoSuchJob(_) => Self::new(StatusCode::NOT_FOUND, e.to_string()),
             ServiceError::Conflict(_) => Self::new(StatusCode::CONFLICT, e.to_string()),

@@ -98,7 +98,9 @@ CREATE TABLE experiments (
     artifact_location TEXT NOT NULL,
     lifecycle_stage   TEXT NOT NULL DEFAULT 'active',
     created_at        INTEGER NOT NULL,
-    updated_at        INTEGER NOT NULL
+    updated_at        INTEGER NOT NULL,
+    -- Who made it through the API; NULL for Default and projects' (admins manage those).
+    owner             TEXT
 );
 INSERT INTO experiments (id, name, artifact_location, created_at, updated_at)
     VALUES (0, 'Default', 'mlflow-artifacts:/0', 0, 0);

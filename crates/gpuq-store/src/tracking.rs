@@ -58,6 +58,8 @@ pub struct ExperimentRow {
     pub lifecycle_stage: String,
     pub created_at: Millis,
     pub updated_at: Millis,
+    /// Who made it through the API (None: Default, or a project's).
+    pub owner: Option<String>,
     pub tags: BTreeMap<String, String>,
 }
 
@@ -92,7 +94,9 @@ pub struct MetricIn {
     pub key: String,
     pub value: f64,
     pub time: Millis,
-    pub step: i64,
+    /// `None`: the next step of this metric (its count so far), for a metrics
+    /// file line without a step.
+    pub step: Option<i64>,
 }
 
 /// What a log-batch request carries.
@@ -173,7 +177,7 @@ impl Tracking {
     pub fn create_experiment(
         &mut self,
         name: &str,
-        artifact_location: Option<&str>,
+        owner: Option<&str>,
         tags: &[(String, String)],
         now: Millis,
     ) -> TrackingResult<i64> {
@@ -200,12 +204,10 @@ impl Tracking {
                 )));
             }
             let id = insert_experiment(tx, name, now)?;
-            if let Some(loc) = artifact_location.filter(|l| !l.is_empty()) {
-                tx.execute(
-                    "UPDATE experiments SET artifact_location = ?1 WHERE id = ?2",
-                    params![loc, id],
-                )?;
-            }
+            tx.execute(
+                "UPDATE experiments SET owner = ?1 WHERE id = ?2",
+                params![owner, id],
+            )?;
             for (k, v) in tags {
                 tx.execute(
                     "INSERT OR REPLACE INTO experiment_tags (experiment_id, key, value) VALUES (?1, ?2, ?3)",
@@ -230,7 +232,7 @@ impl Tracking {
         arg: rusqlite::types::Value,
     ) -> TrackingResult<Option<ExperimentRow>> {
         let sql = format!(
-            "SELECT id, name, artifact_location, lifecycle_stage, created_at, updated_at FROM experiments WHERE {clause}"
+            "SELECT id, name, artifact_location, lifecycle_stage, created_at, updated_at, owner FROM experiments WHERE {clause}"
         );
         let row = self
             .conn
@@ -251,7 +253,7 @@ impl Tracking {
 
     pub fn experiments(&self) -> TrackingResult<Vec<ExperimentRow>> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, name, artifact_location, lifecycle_stage, created_at, updated_at FROM experiments",
+            "SELECT id, name, artifact_location, lifecycle_stage, created_at, updated_at, owner FROM experiments",
         )?;
         let mut all: Vec<ExperimentRow> = stmt
             .query_map([], read_experiment)?
@@ -376,10 +378,12 @@ impl Tracking {
                 .optional()?;
             match stage.as_deref() {
                 None => return Err(no_experiment(run.experiment_id)),
-                Some("deleted") => return Err(TrackingError::Invalid(format!(
+                Some("deleted") => {
+                    return Err(TrackingError::Invalid(format!(
                     "The experiment {} must be in the 'active' state. Current state is deleted.",
                     run.experiment_id
-                ))),
+                )))
+                }
                 Some(_) => {}
             }
             tx.execute(
@@ -889,7 +893,7 @@ fn write_metrics(tx: &Transaction<'_>, run: &str, metrics: &[MetricIn]) -> Track
         }
         let s = open.get_mut(m.key.as_str()).expect("inserted above");
         let p = Point {
-            step: m.step,
+            step: m.step.unwrap_or(s.count as i64),
             time: m.time,
             value: m.value,
         };
@@ -1009,6 +1013,7 @@ fn read_experiment(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExperimentRow> {
         lifecycle_stage: r.get(3)?,
         created_at: r.get(4)?,
         updated_at: r.get(5)?,
+        owner: r.get(6)?,
         tags: BTreeMap::new(),
     })
 }

@@ -41,7 +41,7 @@ fn metric(key: &str, step: i64, value: f64) -> MetricIn {
         key: key.into(),
         value,
         time: 10_000 + step,
-        step,
+        step: Some(step),
     }
 }
 

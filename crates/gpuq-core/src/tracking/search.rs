@@ -34,3 +34,69 @@ pub struct ExperimentRecord {
     pub last_update_time: i64,
     pub tags: BTreeMap<String, String>,
 }
+
+// Placeholder until the search parser lands: accepts only an empty filter and no ordering.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct SearchError {
+    pub message: String,
+}
+pub struct RunFilter;
+pub struct RunOrder;
+pub struct ExperimentFilter;
+pub struct ExperimentOrder;
+fn unsupported(what: &str) -> SearchError {
+    SearchError {
+        message: format!("{what} is not supported yet"),
+    }
+}
+pub fn parse_run_filter(f: &str) -> Result<RunFilter, SearchError> {
+    if f.trim().is_empty() {
+        Ok(RunFilter)
+    } else {
+        Err(unsupported("a filter"))
+    }
+}
+impl RunFilter {
+    pub fn matches(&self, _: &RunRecord) -> bool {
+        true
+    }
+}
+pub fn parse_run_order(o: &[String]) -> Result<RunOrder, SearchError> {
+    if o.is_empty() {
+        Ok(RunOrder)
+    } else {
+        Err(unsupported("order_by"))
+    }
+}
+impl RunOrder {
+    pub fn compare(&self, a: &RunRecord, b: &RunRecord) -> std::cmp::Ordering {
+        b.start_time
+            .cmp(&a.start_time)
+            .then(a.run_id.cmp(&b.run_id))
+    }
+}
+pub fn parse_experiment_filter(f: &str) -> Result<ExperimentFilter, SearchError> {
+    if f.trim().is_empty() {
+        Ok(ExperimentFilter)
+    } else {
+        Err(unsupported("a filter"))
+    }
+}
+impl ExperimentFilter {
+    pub fn matches(&self, _: &ExperimentRecord) -> bool {
+        true
+    }
+}
+pub fn parse_experiment_order(o: &[String]) -> Result<ExperimentOrder, SearchError> {
+    if o.is_empty() {
+        Ok(ExperimentOrder)
+    } else {
+        Err(unsupported("order_by"))
+    }
+}
+impl ExperimentOrder {
+    pub fn compare(&self, a: &ExperimentRecord, b: &ExperimentRecord) -> std::cmp::Ordering {
+        b.creation_time.cmp(&a.creation_time)
+    }
+}

@@ -16,7 +16,9 @@ mod placeable;
 mod recovery;
 mod scheduling;
 mod stop;
+mod tracking;
 mod usage;
+pub use tracking::TrackingLink;
 
 use super::identity::{Caller, Identity};
 use crate::config::Config;
@@ -168,12 +170,19 @@ pub struct Service {
     pricing: crate::pricing::Pricing,
     /// Schedules, autostop and budget checks (the once-a-second duties).
     housekeeping: Mutex<housekeeping::Housekeeping>,
+    /// Experiment tracking, on its own connection and lock (heavy metric logging
+    /// never holds the scheduler's).
+    tracking: Mutex<gpuq_store::tracking::Tracking>,
+    /// How a job reaches the tracking API.
+    link: tracking::TrackingLink,
 }
 
 /// What the service needs besides its core parts.
 pub struct Extras {
     pub alert_out: Option<tokio::sync::mpsc::UnboundedSender<gpuq_core::alerts::Alert>>,
     pub pricing: crate::pricing::Pricing,
+    pub tracking: gpuq_store::tracking::Tracking,
+    pub link: tracking::TrackingLink,
 }
 
 impl Service {
@@ -247,6 +256,8 @@ impl Service {
                 now,
             )),
             pricing: extras.pricing,
+            tracking: Mutex::new(extras.tracking),
+            link: extras.link,
             identity,
             config,
             inner: Mutex::new(inner),
@@ -581,6 +592,11 @@ impl Service {
     /// running in memory, as the store still shows it, and the commit is tried
     /// again, with a growing pause, until it lands: nothing waits for a restart.
     fn attempt_ended(self: &Arc<Self>, id: JobId, attempt: u32, record: Option<ExitRecord>) {
+        // The attempt's last metrics are in its file now; store them before its run's status changes.
+        let user = self.lock().running.get(&id).map(|r| r.user.to_string());
+        if let Some(user) = user {
+            self.ingest_metrics_file(id, &user, true);
+        }
         self.try_end_attempt(id, attempt, record, Duration::ZERO);
     }
 

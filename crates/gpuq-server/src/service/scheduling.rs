@@ -249,6 +249,8 @@ impl Service {
         info: Result<gpuq_store::LaunchInfo, String>,
     ) {
         let launched = info.and_then(|info| {
+            let mut env = info.env;
+            self.add_tracking_env(id, &info.spec, &mut env);
             let spec = Arc::new(info.spec);
             let launch = Launch {
                 job: id,
@@ -258,7 +260,7 @@ impl Service {
                 share_gid: self.share_gid(&spec)?,
                 argv: info.argv,
                 cwd: info.cwd,
-                env: info.env,
+                env,
                 spec: Arc::clone(&spec),
             };
             self.backend.launch(launch)?;

@@ -1,0 +1,230 @@
+//! Every job is a tracked run: its environment points the MLflow client at the
+//! daemon with a token scoped to the job, and the lines it appends to its
+//! metrics file land in the same store as what the client logs.
+
+use super::Service;
+use crate::identity::Caller;
+use gpuq_core::tracking::metrics_file;
+use gpuq_core::{JobId, JobState};
+use gpuq_store::tracking::{MetricIn, Tracking, TrackingResult};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::MutexGuard;
+
+/// Most of a metrics file read in one go (the rest waits for the next tick).
+const READ_CHUNK: u64 = 8 * 1024 * 1024;
+/// A line longer than this is skipped rather than waited on.
+const MAX_LINE: usize = 1024 * 1024;
+const JOB_TOKEN_PREFIX: &str = "gpuqjob_";
+
+/// How a job reaches the tracking API: the daemon's address, and the secret its
+/// job tokens are derived from (the daemon's own token, never handed to a job
+/// of another account).
+pub struct TrackingLink {
+    pub api_url: String,
+    secret: Vec<u8>,
+}
+
+impl TrackingLink {
+    pub fn new(api_url: String, daemon_token: &str) -> Self {
+        Self {
+            api_url,
+            secret: daemon_token.as_bytes().to_vec(),
+        }
+    }
+
+    fn mac(&self, job: JobId) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key");
+        mac.update(format!("gpuq job token for job {job}").as_bytes());
+        mac
+    }
+
+    /// A token that acts as the job's user, and only while the job is live.
+    pub fn job_token(&self, job: JobId) -> String {
+        let tag = self.mac(job).finalize().into_bytes();
+        let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{JOB_TOKEN_PREFIX}{job}_{hex}")
+    }
+
+    /// The job a presented token was made for, when it is genuine.
+    pub fn verify(&self, presented: &str) -> Option<JobId> {
+        let rest = presented.strip_prefix(JOB_TOKEN_PREFIX)?;
+        let (job, hex) = rest.split_once('_')?;
+        let job: JobId = job.parse().ok()?;
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let bytes: Vec<u8> = (0..32)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
+            .collect::<Result<_, _>>()
+            .ok()?;
+        self.mac(job).verify_slice(&bytes).ok().map(|_| job)
+    }
+}
+
+impl Service {
+    pub fn with_tracking<T>(
+        &self,
+        f: impl FnOnce(&Tracking) -> TrackingResult<T>,
+    ) -> TrackingResult<T> {
+        f(&self.tracking())
+    }
+
+    pub fn with_tracking_mut<T>(
+        &self,
+        f: impl FnOnce(&mut Tracking) -> TrackingResult<T>,
+    ) -> TrackingResult<T> {
+        f(&mut self.tracking())
+    }
+
+    /// The data directory (artifacts of API-made runs live under it).
+    pub fn home(&self) -> &std::path::Path {
+        &self.home
+    }
+
+    fn tracking(&self) -> MutexGuard<'_, Tracking> {
+        self.tracking.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The caller a job token acts as: the job's user, never an admin, while
+    /// the job is queued or running (a token that leaks from a log dies with its job).
+    pub fn job_token_caller(&self, presented: &str) -> Option<Caller> {
+        let job = self.link.verify(presented)?;
+        let job = self.job(job).ok()?;
+        if job.state.is_terminal() {
+            return None;
+        }
+        Some(Caller {
+            user: job.user,
+            admin: false,
+            owner: false,
+        })
+    }
+
+    /// What a job's environment gets for tracking. A variable the spec sets
+    /// itself wins (a job may log to another MLflow server on purpose); the
+    /// submitter's ambient MLFLOW_* are replaced.
+    pub(super) fn add_tracking_env(
+        &self,
+        job: JobId,
+        spec: &gpuq_core::JobSpec,
+        env: &mut BTreeMap<String, String>,
+    ) {
+        let experiment = self
+            .with_tracking(|t| t.job_run(job))
+            .ok()
+            .flatten()
+            .map(|r| r.experiment_id.to_string());
+        let mut ours = vec![
+            ("MLFLOW_TRACKING_URI", self.link.api_url.clone()),
+            ("MLFLOW_TRACKING_TOKEN", self.link.job_token(job)),
+            ("MLFLOW_RUN_ID", job.to_string()),
+        ];
+        if let Some(e) = experiment {
+            ours.push(("MLFLOW_EXPERIMENT_ID", e));
+        }
+        if !spec.params.is_empty() {
+            let params = serde_json::to_string(&spec.params).expect("params serialize");
+            ours.push(("GPUQ_PARAMS", params));
+        }
+        for (k, v) in ours {
+            if !spec.env.contains_key(k) {
+                env.insert(k.to_string(), v);
+            }
+        }
+    }
+
+    /// Reads what a job appended to its metrics file since the last read into
+    /// the tracking store. `ended`: the attempt is over, so a last line without
+    /// its newline is taken too. Opened as the daemon's files are: no link
+    /// followed, a regular file only, owned by the job's account, reads bounded.
+    pub fn ingest_metrics_file(&self, job: JobId, user: &str, ended: bool) {
+        if let Err(e) = self.try_ingest(job, user, ended) {
+            tracing::debug!("job {job}: metrics file not read: {e}");
+        }
+    }
+
+    fn try_ingest(&self, job: JobId, user: &str, ended: bool) -> Result<(), String> {
+        let dir = self.job_dir(job);
+        let root = gpuq_exec::safe_fs::Dir::open(dir.root()).map_err(|e| e.to_string())?;
+        let owner = match self.run_as(user) {
+            Ok(Some(account)) => Some(account.uid),
+            // SAFETY: geteuid cannot fail.
+            _ => Some(unsafe { libc::geteuid() }),
+        };
+        let mut file = root
+            .open_regular("metrics.jsonl", owner)
+            .map_err(|e| e.to_string())?;
+        let size = file.metadata().map_err(|e| e.to_string())?.len();
+        let mut offset = self
+            .with_tracking(|t| t.metrics_file_offset(job))
+            .map_err(|e| e.to_string())?;
+        if size < offset {
+            // Truncated or replaced by the job: start over from its beginning.
+            offset = 0;
+        }
+        while offset < size {
+            file.seek(SeekFrom::Start(offset))
+                .map_err(|e| e.to_string())?;
+            let mut chunk = Vec::new();
+            (&mut file)
+                .take(READ_CHUNK)
+                .read_to_end(&mut chunk)
+                .map_err(|e| e.to_string())?;
+            if chunk.is_empty() {
+                break;
+            }
+            let last_chunk = offset + chunk.len() as u64 >= size;
+            let (lines, used) = metrics_file::complete_lines(&chunk, ended && last_chunk, MAX_LINE);
+            if used == 0 {
+                break;
+            }
+            let parsed = metrics_file::parse_lines(lines);
+            if parsed.skipped > 0 {
+                tracing::debug!(
+                    "job {job}: {} metrics lines were not JSON objects",
+                    parsed.skipped
+                );
+            }
+            let now = gpuq_api::home::now_ms();
+            let points: Vec<MetricIn> = parsed
+                .points
+                .into_iter()
+                .filter(|p| gpuq_store::tracking::check_tag(&p.key, "").is_ok())
+                .map(|p| MetricIn {
+                    key: p.key,
+                    value: p.value,
+                    time: p.time.unwrap_or(now),
+                    step: p.step,
+                })
+                .collect();
+            let end = offset + used as u64;
+            // The points and the cursor commit together: after a crash the lines
+            // not yet stored are read again, and none twice.
+            self.with_tracking_mut(|t| t.log_from_file(job, &points, end))
+                .map_err(|e| e.to_string())?;
+            offset = end;
+        }
+        Ok(())
+    }
+
+    /// Reads the metrics files of running jobs (the housekeeping tick's part).
+    pub(super) fn ingest_running_metrics(&self) {
+        let running: Vec<(JobId, String)> = self
+            .lock()
+            .running
+            .iter()
+            .map(|(id, r)| (*id, r.user.to_string()))
+            .collect();
+        for (id, user) in running {
+            self.ingest_metrics_file(id, &user, false);
+        }
+    }
+
+    /// A job's run status in MLflow's words (for replies that show a job).
+    pub fn run_status_of(state: JobState) -> &'static str {
+        gpuq_store::tracking::run_status(state)
+    }
+}
