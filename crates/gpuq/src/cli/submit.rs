@@ -45,6 +45,10 @@ pub struct SubmitArgs {
     /// Environment override, KEY=VALUE (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE")]
     env: Vec<String>,
+    /// A hyperparameter, KEY=VALUE (repeatable): the run's param, and in GPUQ_PARAMS
+    /// (numbers and true/false as such, anything else as text).
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    param: Vec<String>,
     /// Working directory [default: the current directory].
     #[arg(long)]
     cwd: Option<String>,
@@ -137,6 +141,14 @@ impl SubmitArgs {
                 .ok_or_else(|| CliError::usage(format!("--env {kv:?}: write it as KEY=VALUE")))?;
             spec.env.insert(k.to_string(), v.to_string());
         }
+        for kv in &self.param {
+            let (k, v) = kv.split_once('=').ok_or_else(|| {
+                CliError::usage(format!(
+                    "--param {kv:?}: write it as KEY=VALUE, e.g. --param lr=0.01"
+                ))
+            })?;
+            spec.params.insert(k.to_string(), param_value(v));
+        }
         if let Some(c) = &self.cwd {
             let abs =
                 std::path::absolute(c).map_err(|e| CliError::usage(format!("--cwd {c:?}: {e}")))?;
@@ -150,6 +162,14 @@ impl SubmitArgs {
         spec.validate()
             .map_err(|e| CliError::usage(e.to_string()))?;
         Ok(spec)
+    }
+}
+
+/// `0.01` and `64` are numbers, `true`/`false` booleans, anything else text.
+fn param_value(text: &str) -> serde_json::Value {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => v,
+        _ => serde_json::Value::String(text.to_string()),
     }
 }
 
