@@ -370,6 +370,31 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/jobs/{id}/metrics`
+    pub async fn job_metrics(
+        &self,
+        id: JobId,
+        key: Option<&str>,
+        max_points: usize,
+    ) -> Result<crate::tracking::JobMetrics, ApiError> {
+        let mut query = vec![("max_points", max_points.to_string())];
+        if let Some(k) = key {
+            query.push(("key", k.to_string()));
+        }
+        self.json(
+            self.http
+                .get(self.url(&format!("/v1/jobs/{id}/metrics")))
+                .query(&query),
+        )
+        .await
+    }
+
+    /// `GET /v1/jobs/{id}/run`
+    pub async fn job_run(&self, id: JobId) -> Result<crate::tracking::RunSummary, ApiError> {
+        self.json(self.http.get(self.url(&format!("/v1/jobs/{id}/run"))))
+            .await
+    }
+
     pub async fn prices(
         &self,
         gpu: Option<&str>,

@@ -35,6 +35,8 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::ScheduleInfo>();
     gen.subschema_for::<crate::Advice>();
     gen.subschema_for::<gpuq_core::catalog::InstancePrice>();
+    gen.subschema_for::<crate::tracking::JobMetrics>();
+    gen.subschema_for::<crate::tracking::RunSummary>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -128,6 +130,27 @@ fn cost_paths() -> Value {
             "summary": "Right-sizing advice from the job's telemetry and the price catalog",
             "parameters": [ id_param() ],
             "responses": with_errors("200", json_body(schema_ref("Advice"), "Advice"))
+        }}
+    })
+}
+
+/// A job's tracked run. MLflow's own REST API (2.0) is served too, under
+/// `/api/2.0/mlflow/` and `/api/2.0/mlflow-artifacts/`, in MLflow's shapes (see docs/tracking.md).
+fn tracking_paths() -> Value {
+    json!({
+        "/v1/jobs/{id}/metrics": { "get": {
+            "summary": "The job's metrics: each one's latest value and its history for a chart (every point, or the lowest and highest of each bucket when there are more than max_points)",
+            "parameters": [
+                id_param(),
+                { "name": "key", "in": "query", "schema": { "type": "string" }, "description": "Only this metric (404 when the run has no such metric)" },
+                { "name": "max_points", "in": "query", "schema": { "type": "integer", "default": 500, "minimum": 2, "maximum": 20000 } }
+            ],
+            "responses": with_errors("200", json_body(schema_ref("JobMetrics"), "Metrics"))
+        }},
+        "/v1/jobs/{id}/run": { "get": {
+            "summary": "The job's tracked run: experiment, status, params, tags and each metric's latest value",
+            "parameters": [ id_param() ],
+            "responses": with_errors("200", json_body(schema_ref("RunSummary"), "The run"))
         }}
     })
 }
@@ -305,7 +328,7 @@ pub fn document() -> Value {
 
         }
     });
-    for more in [telemetry_paths(), cost_paths()] {
+    for more in [telemetry_paths(), cost_paths(), tracking_paths()] {
         if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);
         }

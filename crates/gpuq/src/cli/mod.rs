@@ -6,6 +6,7 @@
 mod output;
 
 mod advise;
+mod compare;
 mod alerts;
 mod autostop;
 mod cancel;
@@ -18,6 +19,7 @@ mod explain;
 mod gpus;
 mod hold;
 mod logs;
+mod metrics;
 mod ls;
 mod prices;
 mod requeue;
@@ -97,6 +99,10 @@ enum Command {
     Prices(prices::PricesArgs),
     /// Right-sizing: cheaper GPUs that fit a job, and hints from its telemetry.
     Advise(advise::AdviseArgs),
+    /// A job's metrics: latest values and a chart in the terminal (--json, --csv).
+    Metrics(metrics::MetricsArgs),
+    /// Jobs' runs side by side: params and final metrics, differences marked.
+    Compare(compare::CompareArgs),
     /// Stop an idle node after a while (`gpuq autostop 30m`, `gpuq autostop off`).
     Autostop(autostop::AutostopArgs),
     /// Cron schedules (drain, undrain, recurring jobs) and their next runs.
@@ -198,6 +204,8 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Events(args) => events::run(&client, args).await,
         Command::Cost(args) => cost::run(&client, args).await,
         Command::Advise(args) => advise::run(&client, args).await,
+        Command::Metrics(args) => metrics::run(&client, args).await,
+        Command::Compare(args) => compare::run(&client, args).await,
         Command::Prices(args) => prices::run(&client, args).await,
         Command::Autostop(args) => autostop::run(&client, args).await,
         Command::Schedules(args) => schedules::run(&client, args).await,
