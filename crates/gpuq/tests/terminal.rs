@@ -213,3 +213,59 @@ fn every_command_ends_quietly_on_a_closed_pipe() {
         );
     }
 }
+
+#[test]
+fn metrics_and_compare_draw_in_a_real_terminal_and_end_quietly_on_a_pipe() {
+    let d = Daemon::start("sim:1");
+    let write = "for i in $(seq 0 499); do echo \"{\\\"step\\\": $i, \\\"loss\\\": $((1000 - i))}\"; done >> $GPUQ_METRICS_FILE";
+    let a = d.submit(&["--param", "lr=0.1", "--", "bash", "-c", write]);
+    let b = d.submit(&["--param", "lr=0.2", "--", "bash", "-c", write]);
+    assert_eq!(d.wait(a)["state"], "succeeded");
+    assert_eq!(d.wait(b)["state"], "succeeded");
+    let dir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "env GPUQ_HOME={} GPUQ_URL={} GPUQ_NO_AUTOSTART=1 {GPUQ} metrics {a} --key loss; sleep 30",
+        d.path().display(),
+        d.url
+    );
+    let Some(t) = Tmux::start(dir.path(), &command) else {
+        assert!(
+            std::env::var_os("GPUQ_TEST_STRICT").is_none(),
+            "tmux is missing"
+        );
+        return;
+    };
+    assert!(t.shows("loss: latest 501 at step 499"), "{}", t.screen());
+    let screen = t.screen();
+    assert!(screen.contains("step 499"), "{screen}");
+    assert!(
+        screen.lines().filter(|l| l.contains('│')).count() >= 10,
+        "{screen}"
+    );
+    assert!(screen.lines().all(|l| l.chars().count() <= 120), "{screen}");
+    drop(t);
+    let (a, b) = (a.to_string(), b.to_string());
+    for args in [
+        vec!["metrics", a.as_str()],
+        vec!["metrics", a.as_str(), "--csv"],
+        vec!["compare", a.as_str(), b.as_str()],
+    ] {
+        let out = into_a_closed_pipe(&d, &args);
+        assert!(stderr(&out).is_empty(), "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {:?}",
+            out.status
+        );
+    }
+    let compared = d.ok(&["compare", &a, &b, "--diff"]);
+    assert!(
+        compared.contains("*  params.lr") && compared.contains("0.1") && compared.contains("0.2"),
+        "{compared}"
+    );
+    assert!(
+        !compared.contains("metrics.loss"),
+        "identical rows are left out with --diff: {compared}"
+    );
+}

@@ -51,10 +51,26 @@ pub async fn run(client: &Client, args: CompareArgs) -> CmdResult {
         rows.push(row);
     };
     let cell = |v: Option<&String>| v.cloned().unwrap_or_else(|| "-".into());
-    add("name".into(), runs.iter().map(|r| cell(r.name.as_ref())).collect(), args.diff);
-    add("experiment".into(), runs.iter().map(|r| r.experiment.clone()).collect(), args.diff);
-    add("status".into(), runs.iter().map(|r| r.status.clone()).collect(), args.diff);
-    add("user".into(), runs.iter().map(|r| r.user.clone()).collect(), args.diff);
+    add(
+        "name".into(),
+        runs.iter().map(|r| cell(r.name.as_ref())).collect(),
+        args.diff,
+    );
+    add(
+        "experiment".into(),
+        runs.iter().map(|r| r.experiment.clone()).collect(),
+        args.diff,
+    );
+    add(
+        "status".into(),
+        runs.iter().map(|r| r.status.clone()).collect(),
+        args.diff,
+    );
+    add(
+        "user".into(),
+        runs.iter().map(|r| r.user.clone()).collect(),
+        args.diff,
+    );
     let params: BTreeSet<&String> = runs.iter().flat_map(|r| r.params.keys()).collect();
     for p in params {
         add(

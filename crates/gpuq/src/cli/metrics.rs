@@ -45,7 +45,13 @@ pub async fn run(client: &Client, args: MetricsArgs) -> CmdResult {
         outln!("key,step,timestamp,value");
         for s in &m.series {
             for p in &s.points {
-                outln!("{},{},{},{}", csv_field(&s.key), p.step, p.timestamp, number(p.value.0));
+                outln!(
+                    "{},{},{},{}",
+                    csv_field(&s.key),
+                    p.step,
+                    p.timestamp,
+                    number(p.value.0)
+                );
             }
             if s.downsampled {
                 errln!(
@@ -89,7 +95,9 @@ pub async fn run(client: &Client, args: MetricsArgs) -> CmdResult {
         })
         .collect();
     print_table(
-        &["METRIC", "LATEST", "STEP", "POINTS", "MIN", "MAX", "HISTORY"],
+        &[
+            "METRIC", "LATEST", "STEP", "POINTS", "MIN", "MAX", "HISTORY",
+        ],
         &rows,
     );
     Ok(0)
@@ -183,7 +191,10 @@ fn chart(s: &MetricSeries, width: usize) {
     let plot = width.saturating_sub(label + 3).max(10);
     let cols = columns(&s.points, plot.min(finite(&s.points).count().max(1)));
     let shown = if s.downsampled {
-        format!(", shown as {} (lowest and highest per bucket)", s.points.len())
+        format!(
+            ", shown as {} (lowest and highest per bucket)",
+            s.points.len()
+        )
     } else {
         String::new()
     };
@@ -194,30 +205,40 @@ fn chart(s: &MetricSeries, width: usize) {
         s.latest.step,
         s.count
     );
+    // Each column marks its value at half-row resolution and joins the previous
+    // column's, so a steep fall reads as a line, not scattered dots.
+    let halves = CHART_ROWS * 2;
+    let level = |v: f64| -> usize {
+        let frac = if hi == lo { 0.5 } else { (v - lo) / (hi - lo) };
+        ((frac * (halves - 1) as f64).round() as usize).min(halves - 1)
+    };
+    let mut grid = vec![vec![[false; 2]; cols.len()]; CHART_ROWS];
+    let mut prev: Option<usize> = None;
+    for (x, c) in cols.iter().enumerate() {
+        let Some(v) = c else { continue };
+        let y = level(*v);
+        let (a, b) = match prev {
+            Some(p) if p.abs_diff(y) > 1 => (p.min(y) + 1, p.max(y) - 1),
+            _ => (y, y),
+        };
+        for h in a.min(y)..=b.max(y) {
+            grid[h / 2][x][h % 2] = true;
+        }
+        prev = Some(y);
+    }
     for row in (0..CHART_ROWS).rev() {
         let edge = match row {
             r if r == CHART_ROWS - 1 => format!("{hi_s:>label$}"),
             0 => format!("{lo_s:>label$}"),
             _ => " ".repeat(label),
         };
-        let line: String = cols
+        let line: String = grid[row]
             .iter()
-            .map(|c| match c {
-                Some(v) => {
-                    let level = if hi == lo {
-                        0.5
-                    } else {
-                        (v - lo) / (hi - lo)
-                    } * CHART_ROWS as f64;
-                    if level >= row as f64 + 0.75 {
-                        '█'
-                    } else if level >= row as f64 + 0.25 {
-                        '▄'
-                    } else {
-                        ' '
-                    }
-                }
-                None => ' ',
+            .map(|[lower, upper]| match (lower, upper) {
+                (true, true) => '█',
+                (true, false) => '▄',
+                (false, true) => '▀',
+                (false, false) => ' ',
             })
             .collect();
         outln!("{edge} │{}", line.trim_end());

@@ -6,10 +6,10 @@
 mod output;
 
 mod advise;
-mod compare;
 mod alerts;
 mod autostop;
 mod cancel;
+mod compare;
 mod completions;
 mod connect;
 mod cost;
@@ -19,8 +19,8 @@ mod explain;
 mod gpus;
 mod hold;
 mod logs;
-mod metrics;
 mod ls;
+mod metrics;
 mod prices;
 mod requeue;
 mod run;
