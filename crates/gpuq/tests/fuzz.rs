@@ -2,7 +2,8 @@
 //! bytes, and valid requests with one part mutated (wrong types, huge numbers,
 //! deep nesting, odd unicode, broken JSON text). The daemon must never fail
 //! (no 5xx, no dropped connection), every refusal must be a 4xx in the JSON
-//! error shape, and only accepted requests may leave anything in the store.
+//! error shape (MLflow's on its tracking paths), and only accepted requests may
+//! leave anything in the store.
 //!
 //! The case counts are fixed (see `CASES`); the test prints how many ran and
 //! how long they took: `cargo test -p gpuq --test fuzz -- --nocapture`.
@@ -19,16 +20,35 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 /// Cases per endpoint: arbitrary bytes, then mutated valid requests.
-const CASES: [(&str, u32, u32); 3] = [
+const CASES: [(&str, u32, u32); 6] = [
     ("/v1/jobs", 400, 1200),
     ("/v1/tokens", 200, 400),
     ("/v1/autostop", 200, 400),
+    ("/api/2.0/mlflow/runs/log-batch", 200, 600),
+    ("/api/2.0/mlflow/runs/search", 200, 600),
+    ("/api/2.0/mlflow/experiments/create", 100, 300),
 ];
 /// Stands where a mutation puts raw JSON text (see `Mutation::Raw`).
 const PLACEHOLDER: &str = "\u{1}raw\u{1}";
 
-fn baseline(path: &str) -> Value {
+fn baseline(path: &str, run: &str) -> Value {
     match path {
+        "/api/2.0/mlflow/runs/log-batch" => json!({
+            "run_id": run,
+            "metrics": [{"key": "loss", "value": 0.5, "timestamp": 1700000000000i64, "step": 1}],
+            "params": [{"key": "lr", "value": "0.1"}],
+            "tags": [{"key": "note", "value": "fuzz"}]
+        }),
+        "/api/2.0/mlflow/runs/search" => json!({
+            "experiment_ids": ["0"],
+            "filter": "metrics.loss < 1 and params.lr = '0.1' and tags.note LIKE 'f%'",
+            "order_by": ["metrics.loss DESC", "attributes.start_time"],
+            "max_results": 10,
+            "run_view_type": "ACTIVE_ONLY"
+        }),
+        "/api/2.0/mlflow/experiments/create" => {
+            json!({"name": "fuzz", "tags": [{"key": "a", "value": "b"}]})
+        }
         "/v1/jobs" => json!({
             "spec": {
                 "name": "fuzz", "command": ["true", "--flag"], "gpus": 1, "priority": "normal",
@@ -222,9 +242,13 @@ fn judge(reply: &Reply, body: &[u8]) -> Result<bool, TestCaseError> {
         shown(),
         reply.text()
     );
-    let error = reply
-        .json()
-        .and_then(|v| v["error"].as_str().map(str::to_string));
+    // gpuq's shape (`error`), or MLflow's (`error_code` and `message`) on its paths.
+    let error = reply.json().and_then(|v| {
+        v["error"]
+            .as_str()
+            .or(v["error_code"].as_str().and(v["message"].as_str()))
+            .map(str::to_string)
+    });
     prop_assert!(
         error.is_some_and(|e| !e.is_empty()),
         "no error message: {}",
@@ -242,11 +266,14 @@ fn unsafe_autostop(body: &[u8]) -> bool {
 #[derive(Default)]
 struct Tally {
     cases: u32,
+    /// An MLflow run the tracking requests write to.
+    run: String,
     accepted_jobs: BTreeSet<u64>,
     accepted_tokens: u32,
 }
 
 fn fuzz_endpoint(d: &Daemon, path: &str, bytes: u32, mutated: u32, tally: &mut Tally) {
+    let run = tally.run.clone();
     let token = d.token();
     let send = |body: &[u8], tally: &mut Tally| -> Result<(), TestCaseError> {
         if path == "/v1/autostop" && unsafe_autostop(body) {
@@ -277,6 +304,8 @@ fn fuzz_endpoint(d: &Daemon, path: &str, bytes: u32, mutated: u32, tally: &mut T
         Just(b"{\"spec\":".to_vec()),
         Just(b"{\"user\":".to_vec()),
         Just(b"{\"idle_after\":\"1h\",\"command\":".to_vec()),
+        Just(b"{\"run_id\":".to_vec()),
+        Just(b"{\"filter\":".to_vec()),
     ];
     let arbitrary = (json_prefix, prop::collection::vec(any::<u8>(), 0..2048)).prop_map(
         |(mut prefix, tail)| {
@@ -289,7 +318,7 @@ fn fuzz_endpoint(d: &Daemon, path: &str, bytes: u32, mutated: u32, tally: &mut T
         .run(&arbitrary, |body| send(&body, &mut cell.borrow_mut()))
         .unwrap_or_else(|e| panic!("{path}, arbitrary bytes: {e}"));
 
-    let base = baseline(path);
+    let base = baseline(path, &run);
     let mut all = Vec::new();
     places(&base, &mut Vec::new(), &mut all);
     let near_valid = (
@@ -312,6 +341,16 @@ fn request_bodies_are_accepted_or_refused_in_json_never_crash() {
     d.ok(&["drain"]);
     let started = Instant::now();
     let mut tally = Tally::default();
+    let made = post_json(
+        &d.url,
+        &d.token(),
+        "/api/2.0/mlflow/runs/create",
+        br#"{"experiment_id": "0"}"#,
+    );
+    tally.run = made
+        .json()
+        .and_then(|v| v["run"]["info"]["run_id"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no run: {}", made.text()));
     for (path, bytes, mutated) in CASES {
         fuzz_endpoint(&d, path, bytes, mutated, &mut tally);
     }
@@ -336,6 +375,13 @@ fn request_bodies_are_accepted_or_refused_in_json_never_crash() {
         .and_then(|v| serde_json::from_value(v).ok())
         .expect("the token list");
     assert_eq!(tokens.len() as u32, tally.accepted_tokens);
+    let search = post_json(
+        &d.url,
+        &token,
+        "/api/2.0/mlflow/runs/search",
+        br#"{"experiment_ids": ["0"]}"#,
+    );
+    assert_eq!(search.status, 200, "{}", search.text());
     let off = post_json(&d.url, &token, "/v1/autostop", br#"{"idle_after":"off"}"#);
     assert_eq!(off.status, 200, "{}", off.text());
     eprintln!(

@@ -203,7 +203,7 @@ pub fn body<T: DeserializeOwned>(bytes: &[u8]) -> MlflowResult<T> {
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path == "." {
+        if path == "." || inner.is_syntax() || inner.is_eof() {
             MlflowError::new(
                 StatusCode::BAD_REQUEST,
                 "MALFORMED_REQUEST",
@@ -429,7 +429,7 @@ mod tests {
 
     #[test]
     fn integers_and_values_arrive_in_every_spelling() {
-        #[derive(Deserialize)]
+        #[derive(Debug, Deserialize)]
         struct T {
             #[serde(default, deserialize_with = "de_i64")]
             n: Option<i64>,
