@@ -612,3 +612,88 @@ fn a_schedules_spec_is_read_with_its_users_rights() {
         mate_uid.to_string()
     );
 }
+
+/// A labmate's job runs as the labmate: its run, its metrics file and its
+/// outputs are theirs. Root reads and writes them without following anything
+/// the labmate planted, and another account's token cannot write them.
+#[test]
+fn tracking_never_lets_root_follow_a_users_links_or_a_labmate_write_a_run() {
+    let mate_uid = ensure_user(MATE);
+    ensure_user(OTHER);
+    let d = shared_daemon("");
+    let plant = "echo '{\"step\": 1, \"loss\": 0.25}' >> $GPUQ_METRICS_FILE; \
+                 ln -s /etc/shadow $GPUQ_OUTPUT_DIR/shadow; ln /etc/shadow $GPUQ_OUTPUT_DIR/hard 2>/dev/null; \
+                 ln -s /etc $GPUQ_OUTPUT_DIR/etc; mkdir $GPUQ_OUTPUT_DIR/mine; echo ok > $GPUQ_OUTPUT_DIR/mine/a.txt";
+    let out = as_user(&d, MATE, &["submit", "--", "sh", "-c", plant]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id: u64 = stdout(&out).trim().parse().unwrap();
+    assert_eq!(d.wait(id)["state"], "succeeded", "{}", d.log(id));
+    // The job's metrics file (written as the labmate) is in the run.
+    let (code, body) = api(
+        &d,
+        &d.token(),
+        "GET",
+        &format!("/v1/jobs/{id}/metrics"),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"loss\""), "{body}");
+
+    let mate = token_for(&d, MATE);
+    let base = format!("/api/2.0/mlflow-artifacts/artifacts/runs/{id}");
+    for path in ["shadow", "hard", "etc/shadow", "etc/passwd"] {
+        let (code, body) = api(&d, &mate, "GET", &format!("{base}/{path}"), None);
+        assert!(matches!(code, 403 | 404), "{path}: {code} {body}");
+        assert!(
+            !body.contains("root:"),
+            "{path} leaked through root: {body}"
+        );
+    }
+    let (code, _) = api(
+        &d,
+        &mate,
+        "PUT",
+        &format!("{base}/etc/cron.d/evil"),
+        Some("* * * * * root true"),
+    );
+    assert!(matches!(code, 400 | 403), "{code}");
+    assert!(!std::path::Path::new("/etc/cron.d/evil").exists());
+    // What root writes there belongs to the labmate; reading their own file works.
+    let (code, body) = api(
+        &d,
+        &mate,
+        "PUT",
+        &format!("{base}/mine/b.txt"),
+        Some("bytes"),
+    );
+    assert_eq!(code, 200, "{body}");
+    let written = d.job_dir(id).join("outputs/mine/b.txt");
+    assert_eq!(std::fs::metadata(&written).unwrap().uid(), mate_uid);
+    let (code, body) = api(&d, &mate, "GET", &format!("{base}/mine/a.txt"), None);
+    assert_eq!((code, body.trim()), (200, "ok"));
+
+    // Another account reads the run but writes neither it nor its artifacts.
+    let other = token_for(&d, OTHER);
+    let (code, _) = api(
+        &d,
+        &other,
+        "GET",
+        &format!("/api/2.0/mlflow/runs/get?run_id={id}"),
+        None,
+    );
+    assert_eq!(code, 200);
+    let (code, body) = api(
+        &d,
+        &other,
+        "POST",
+        "/api/2.0/mlflow/runs/log-metric",
+        Some(&format!(
+            r#"{{"run_id": "{id}", "key": "x", "value": 1, "timestamp": 1}}"#
+        )),
+    );
+    assert_eq!(code, 403, "{body}");
+    let (code, _) = api(&d, &other, "GET", &format!("{base}/mine/a.txt"), None);
+    assert_eq!(code, 403);
+    let (code, _) = api(&d, &other, "PUT", &format!("{base}/mine/c.txt"), Some("x"));
+    assert_eq!(code, 403);
+}

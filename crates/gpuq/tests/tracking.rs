@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::process::Command;
+use std::time::Duration;
 
 /// A request with a bearer token; returns the HTTP status and the JSON body.
 fn call(d: &Daemon, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
@@ -458,4 +459,48 @@ fn artifacts_never_follow_a_link_out_of_the_runs_outputs() {
         .collect();
     assert_eq!(names, ["sub"], "{listing}");
     assert!(d.job_dir(id).join("outputs/sub/ok.txt").is_file());
+}
+
+#[test]
+fn attempts_continue_one_run_and_a_daemon_killed_mid_job_loses_no_point() {
+    let mut d = Daemon::start("sim:1");
+    // Attempt 1 logs steps 0-2 and fails; attempt 2 resumes at step 3.
+    let script = r#"
+start=$(( (GPUQ_ATTEMPT - 1) * 3 ))
+for s in $(seq $start $((start + 2))); do echo "{\"step\": $s, \"loss\": $s}" >> "$GPUQ_METRICS_FILE"; done
+[ "$GPUQ_ATTEMPT" = 2 ] || exit 1
+sleep 2
+"#;
+    let id = d.submit(&[
+        "--retries",
+        "1",
+        "--retry-delay",
+        "100ms",
+        "--",
+        "bash",
+        "-c",
+        script,
+    ]);
+    // Kill the daemon while attempt 2 runs; the restarted one reads the rest.
+    assert!(eventually(Duration::from_secs(15), || d.show(id)
+        ["attempt"]
+        == 2));
+    d.kill();
+    d.restart();
+    assert_eq!(d.wait(id)["state"], "succeeded");
+    let (_, hist) = mlflow(
+        &d,
+        "GET",
+        &format!("metrics/get-history?run_id={id}&metric_key=loss"),
+        None,
+    );
+    let steps: Vec<i64> = hist["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["step"].as_i64().unwrap())
+        .collect();
+    assert_eq!(steps, [0, 1, 2, 3, 4, 5], "{hist}");
+    let (_, run) = mlflow(&d, "GET", &format!("runs/get?run_id={id}"), None);
+    assert_eq!(run["run"]["info"]["status"], "FINISHED");
 }

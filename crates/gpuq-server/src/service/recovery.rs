@@ -210,6 +210,10 @@ impl Service {
         stop: Option<Stop>,
         cause: &str,
     ) -> Result<(), StoreError> {
+        // What the attempt logged before it vanished is still in its metrics file.
+        if let Ok(job) = self.job(id) {
+            self.ingest_metrics_file(id, &job.user, true);
+        }
         let now = now_ms();
         let mut inner = self.lock();
         let Some(job) = inner.store.job(id)? else {
