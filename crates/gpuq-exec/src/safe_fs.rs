@@ -109,22 +109,7 @@ impl Dir {
         max: u64,
         owner: Option<u32>,
     ) -> std::io::Result<Vec<u8>> {
-        // O_NONBLOCK: opening a FIFO must not wait for a writer.
-        let file = self.open_at(name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
-        let meta = file.metadata()?;
-        use std::os::unix::fs::MetadataExt;
-        if !meta.file_type().is_file() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{name} is not a regular file"),
-            ));
-        }
-        if owner.is_some_and(|uid| meta.uid() != uid) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!("{name} belongs to another account"),
-            ));
-        }
+        let file = self.open_regular(name, owner)?;
         let mut buf = Vec::new();
         file.take(max).read_to_end(&mut buf)?;
         Ok(buf)

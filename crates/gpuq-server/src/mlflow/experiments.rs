@@ -283,14 +283,7 @@ pub async fn set_tag(
     Extension(caller): Extension<Caller>,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
-    let req: TagRequest = body(&raw)?;
-    let id = parse_id(required(Some(&req.experiment_id), "experiment_id")?)?;
-    required(Some(&req.key), "key")?;
-    writable(&ctx, &caller, id)?;
-    let value = req.value.unwrap_or_default();
-    ctx.service
-        .with_tracking_mut(|t| t.set_experiment_tag(id, &req.key, Some(&value), now()))?;
-    Ok(Json(json!({})))
+    tag(&ctx, &caller, &raw, true)
 }
 
 pub async fn delete_tag(
@@ -298,11 +291,17 @@ pub async fn delete_tag(
     Extension(caller): Extension<Caller>,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
-    let req: TagRequest = body(&raw)?;
+    tag(&ctx, &caller, &raw, false)
+}
+
+/// Sets (or, `set` false, deletes) an experiment's tag.
+fn tag(ctx: &AppState, caller: &Caller, raw: &[u8], set: bool) -> MlflowResult<Json<Value>> {
+    let req: TagRequest = body(raw)?;
     let id = parse_id(required(Some(&req.experiment_id), "experiment_id")?)?;
     required(Some(&req.key), "key")?;
-    writable(&ctx, &caller, id)?;
+    writable(ctx, caller, id)?;
+    let value = set.then(|| req.value.unwrap_or_default());
     ctx.service
-        .with_tracking_mut(|t| t.set_experiment_tag(id, &req.key, None, now()))?;
+        .with_tracking_mut(|t| t.set_experiment_tag(id, &req.key, value.as_deref(), now()))?;
     Ok(Json(json!({})))
 }

@@ -320,13 +320,10 @@ pub async fn log_param(
     Extension(caller): Extension<Caller>,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
-    let req: KeyValueRequest = body(&raw)?;
-    required(Some(&req.key), "key")?;
-    let batch = Batch {
-        params: vec![(req.key, req.value.unwrap_or_default())],
+    log_key_value(&ctx, &caller, &raw, |kv| Batch {
+        params: vec![kv],
         ..Default::default()
-    };
-    write(&ctx, &caller, req.run.id()?, &batch)
+    })
 }
 
 pub async fn set_tag(
@@ -334,13 +331,28 @@ pub async fn set_tag(
     Extension(caller): Extension<Caller>,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
-    let req: KeyValueRequest = body(&raw)?;
-    required(Some(&req.key), "key")?;
-    let batch = Batch {
-        tags: vec![(req.key, req.value.unwrap_or_default())],
+    log_key_value(&ctx, &caller, &raw, |kv| Batch {
+        tags: vec![kv],
         ..Default::default()
-    };
-    write(&ctx, &caller, req.run.id()?, &batch)
+    })
+}
+
+/// One param or tag, as log-parameter and set-tag carry it.
+fn log_key_value(
+    ctx: &AppState,
+    caller: &Caller,
+    raw: &[u8],
+    batch: impl FnOnce((String, String)) -> Batch,
+) -> MlflowResult<Json<Value>> {
+    let req: KeyValueRequest = body(raw)?;
+    required(Some(&req.key), "key")?;
+    let id = req.run.id()?.to_string();
+    write(
+        ctx,
+        caller,
+        &id,
+        &batch((req.key, req.value.unwrap_or_default())),
+    )
 }
 
 pub async fn delete_tag(
