@@ -1,5 +1,5 @@
 //! The job contract, written once and run against every backend: exit codes,
-//! what a job sees, the stop protocol, the exit-75 requeue, and what a daemon
+//! what a job sees (its tracked run included), the stop protocol, the exit-75 requeue, and what a daemon
 //! restarted after `kill -9` does with the jobs it left (the "Contracts" of
 //! the design; docs/slurm.md, "Tested").
 //!
@@ -167,6 +167,9 @@ for dir in "$GPUQ_CHECKPOINT_DIR" "$GPUQ_OUTPUT_DIR"; do
   test -n "$dir" && test -d "$dir" && echo in-it > "$dir/probe" && echo WRITABLE=$dir
 done
 test -n "$GPUQ_METRICS_FILE" && echo '{{"step": 1, "loss": 0.5}}' >> "$GPUQ_METRICS_FILE" && echo METRICS=$GPUQ_METRICS_FILE
+if curl -sf -X POST -H "authorization: Bearer $MLFLOW_TRACKING_TOKEN" -H 'content-type: application/json' \
+   --data-binary "{{\"run_id\": \"$MLFLOW_RUN_ID\", \"key\": \"acc\", \"value\": 0.75, \"timestamp\": 1, \"step\": 1}}" \
+   "$MLFLOW_TRACKING_URI/api/2.0/mlflow/runs/log-metric" > /dev/null; then echo MLFLOW_OK; fi
 echo PWD=$(pwd)
 echo KEY=$MY_KEY
 echo to-stderr >&2
@@ -226,9 +229,18 @@ echo to-stdout"#
         .contains(r#"{"step": 1, "loss": 0.5}"#));
     assert_eq!(value("PWD"), [work_dir.to_str().unwrap()], "{log}");
     assert_eq!(value("KEY"), ["from --env"], "{log}");
-    for line in ["to-stderr", "to-stdout", "API_OK"] {
+    for line in ["to-stderr", "to-stdout", "API_OK", "MLFLOW_OK"] {
         assert!(log.lines().any(|l| l == line), "no {line:?} in:\n{log}");
     }
+    // The job's run holds what it logged through the MLflow API and its metrics file.
+    let tracked: Value = serde_json::from_str(&d.get(&format!("/v1/jobs/{id}/metrics"))).unwrap();
+    let keys: Vec<&str> = tracked["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["key"].as_str())
+        .collect();
+    assert_eq!(keys, ["acc", "loss"], "{tracked}");
     let seen: Value = serde_json::from_str(
         &std::fs::read_to_string(Path::new(dirs[1]).join("self.json")).unwrap(),
     )
