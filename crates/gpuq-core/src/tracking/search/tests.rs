@@ -2,8 +2,10 @@
 //! fuzzing (arbitrary text and near-valid mutations never panic; AND is conjunction;
 //! orders are total).
 
+use super::conditions::like;
 use super::*;
 use proptest::prelude::*;
+use std::cmp::Ordering;
 
 fn strings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
