@@ -10,6 +10,7 @@ mod metrics;
 mod notify;
 pub mod pricing;
 mod rejections;
+mod repro_routes;
 mod routes;
 mod sampler;
 pub mod service;
@@ -77,6 +78,8 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/schedules", get(cost_routes::schedules))
         .route("/v1/prices", get(cost_routes::prices))
         .route("/v1/jobs/:id/advice", get(cost_routes::advice))
+        .route("/v1/jobs/:id/repro", get(repro_routes::repro))
+        .route("/v1/jobs/:id/rerun", post(repro_routes::rerun))
         .route("/v1/events", get(feed::events))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))
@@ -179,6 +182,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
             gpus: vec![],
             links: vec![],
             summary: String::new(),
+            driver: Default::default(),
         };
         (gpuq_gpu::GpuSource::None, d)
     } else {
@@ -278,6 +282,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         service::Extras {
             alert_out,
             pricing: opts.pricing,
+            driver: discovery.driver.clone(),
         },
     )?;
     service.recover()?;

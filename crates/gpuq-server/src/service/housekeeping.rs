@@ -173,6 +173,7 @@ impl Service {
                 env,
                 user,
                 idempotency_key: None,
+                repro: None,
             },
             &caller,
         )?;

@@ -14,6 +14,7 @@ pub mod monitoring;
 mod outcome;
 mod placeable;
 mod recovery;
+mod repro;
 mod scheduling;
 mod stop;
 mod usage;
@@ -159,6 +160,8 @@ pub struct Service {
     home: std::path::PathBuf,
     nodes: Vec<Node>,
     gpus: Vec<GpuInfo>,
+    /// The driver of `gpus` (NVML), for the attempts' runtime records.
+    driver: gpuq_gpu::DriverInfo,
     config: Config,
     identity: Arc<Identity>,
     /// Telemetry and alert state; its own lock keeps sampling off the scheduler's.
@@ -174,6 +177,7 @@ pub struct Service {
 pub struct Extras {
     pub alert_out: Option<tokio::sync::mpsc::UnboundedSender<gpuq_core::alerts::Alert>>,
     pub pricing: crate::pricing::Pricing,
+    pub driver: gpuq_gpu::DriverInfo,
 }
 
 impl Service {
@@ -257,6 +261,7 @@ impl Service {
             home,
             nodes,
             gpus,
+            driver: extras.driver,
         });
         service.connect_backend();
         Ok(service)
@@ -331,6 +336,7 @@ impl Service {
         check_cwd(&cwd, account.as_ref())?;
         let now = now_ms();
         self.check_budget(&user, &spec, now)?;
+        let repro = repro::completed(req.repro, &spec, &cwd, &env);
         let job = {
             let mut inner = self.lock();
             if let Some(limit) = self.config.max_queued(&user) {
@@ -366,6 +372,7 @@ impl Service {
                 spec,
                 user,
                 cwd,
+                repro,
                 env,
                 idempotency_key: req.idempotency_key,
             };
