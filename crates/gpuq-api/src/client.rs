@@ -171,6 +171,26 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/jobs/{id}/repro`: what the job was submitted from and ran on.
+    pub async fn repro(&self, id: JobId) -> Result<crate::repro::ReproView, ApiError> {
+        self.json(self.http.get(self.url(&format!("/v1/jobs/{id}/repro"))))
+            .await
+    }
+
+    /// `POST /v1/jobs/{id}/rerun`: the job's spec, directory and environment submitted again.
+    pub async fn rerun(
+        &self,
+        id: JobId,
+        req: &crate::repro::RerunRequest,
+    ) -> Result<Job, ApiError> {
+        self.json(
+            self.http
+                .post(self.url(&format!("/v1/jobs/{id}/rerun")))
+                .json(req),
+        )
+        .await
+    }
+
     pub async fn cancel(&self, id: JobId) -> Result<Job, ApiError> {
         self.job_action(id, "cancel").await
     }

@@ -5,6 +5,7 @@
 mod client;
 pub mod home;
 pub mod openapi;
+pub mod repro;
 pub mod spec_file;
 pub mod tracking;
 
@@ -40,6 +41,10 @@ pub struct SubmitRequest {
     /// Repeating a submit with the same key returns the first job: safe retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The code and interpreter the job is submitted from (`gpuq show --repro`);
+    /// at most 1 MiB as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repro: Option<repro::Repro>,
 }
 
 /// `GET /v1/queue`, `POST /v1/queue/drain`, `POST /v1/queue/undrain`

@@ -37,6 +37,8 @@ fn schemas() -> Value {
     gen.subschema_for::<gpuq_core::catalog::InstancePrice>();
     gen.subschema_for::<crate::tracking::JobMetrics>();
     gen.subschema_for::<crate::tracking::RunSummary>();
+    gen.subschema_for::<crate::repro::ReproView>();
+    gen.subschema_for::<crate::repro::RerunRequest>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -155,6 +157,23 @@ fn tracking_paths() -> Value {
     })
 }
 
+/// Reproducibility: what a job was submitted from, and running it again.
+fn repro_paths() -> Value {
+    json!({
+        "/v1/jobs/{id}/repro": { "get": {
+            "summary": "What the job was submitted from (git commit, branch, capped diff, untracked names, Python and its packages or lock hash, command, environment with secrets hidden) and what each attempt ran on (node, GPUs, driver and CUDA version). Environment values are the owner's: others (not admins) see them hidden",
+            "parameters": [ id_param() ],
+            "responses": with_errors("200", json_body(schema_ref("ReproView"), "The record"))
+        }},
+        "/v1/jobs/{id}/rerun": { "post": {
+            "summary": "Submit the job's spec again, with its working directory and recorded environment (the job's owner or an admin); the body carries a fresh capture",
+            "parameters": [ id_param() ],
+            "requestBody": { "required": false, "content": { "application/json": { "schema": schema_ref("RerunRequest") } } },
+            "responses": with_errors("201", json_body(schema_ref("Job"), "The new job"))
+        }}
+    })
+}
+
 /// The whole document.
 pub fn document() -> Value {
     let job = schema_ref("Job");
@@ -173,7 +192,7 @@ pub fn document() -> Value {
             "schemas": schemas()
         },
         "security": [ { "bearer": [] } ],
-        "x-gpuq-identity": "Over the unix socket $GPUQ_HOME/gpuq.sock the caller is the peer's uid (no token needed); over TCP, the bearer token's user. Only a job's owner or an admin may cancel, requeue, hold, release it or read its log (403 otherwise).",
+        "x-gpuq-identity": "Over the unix socket $GPUQ_HOME/gpuq.sock the caller is the peer's uid (no token needed); over TCP, the bearer token's user. Only a job's owner or an admin may cancel, requeue, hold, release or rerun it or read its log (403 otherwise); others see its environment's values as `(hidden)`.",
         "paths": {
             "/health": { "get": {
                 "summary": "Liveness; needs no token", "security": [],
@@ -328,7 +347,12 @@ pub fn document() -> Value {
 
         }
     });
-    for more in [telemetry_paths(), cost_paths(), tracking_paths()] {
+    for more in [
+        telemetry_paths(),
+        cost_paths(),
+        tracking_paths(),
+        repro_paths(),
+    ] {
         if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);
         }

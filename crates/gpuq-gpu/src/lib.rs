@@ -93,11 +93,33 @@ pub struct Discovery {
     /// 3 same board or switch, 2 same PCIe host bridge, 1 same CPU, 0 across CPUs.
     pub links: Vec<Vec<u8>>,
     pub summary: String,
+    /// The driver behind the GPUs (NVML only).
+    pub driver: DriverInfo,
+}
+
+/// The NVIDIA driver's version and the CUDA version it supports, as NVML
+/// reports them; `None` without NVML (no driver, simulated GPUs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DriverInfo {
+    /// e.g. `550.54.15`.
+    pub version: Option<String>,
+    /// e.g. `12.4`.
+    pub cuda_version: Option<String>,
+}
+
+/// NVML's CUDA version number (`12040`) as people write it (`12.4`).
+pub fn cuda_version_text(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
 pub fn discover(source: &GpuSource) -> Discovery {
     match source {
-        GpuSource::None => Discovery { gpus: vec![], links: vec![], summary: "GPUs disabled (--gpus none)".into() },
+        GpuSource::None => Discovery {
+            gpus: vec![],
+            links: vec![],
+            summary: "GPUs disabled (--gpus none)".into(),
+            driver: DriverInfo::default(),
+        },
         GpuSource::Simulated(groups) => {
             let gpus = simulated(groups);
             // Simulated topology: islands of four linked GPUs, nothing between islands.
@@ -106,16 +128,17 @@ pub fn discover(source: &GpuSource) -> Discovery {
                 "{}; jobs run for real, the devices are pretend (topology: islands of 4)",
                 gpuq_core::plural(gpus.len() as u64, "simulated GPU")
             );
-            Discovery { gpus, links, summary }
+            Discovery { gpus, links, summary, driver: DriverInfo::default() }
         }
         GpuSource::Auto => match nvml::discover() {
-            Ok((gpus, links)) => {
+            Ok((gpus, links, driver)) => {
                 let summary = format!("NVML: {} found", gpuq_core::plural(gpus.len() as u64, "GPU"));
-                Discovery { gpus, links, summary }
+                Discovery { gpus, links, summary, driver }
             }
             Err(why) => Discovery {
                 gpus: vec![],
                 links: vec![],
+                driver: DriverInfo::default(),
                 summary: format!("no NVIDIA driver found ({why}); running without GPUs (CPU-only jobs still run)"),
             },
         },
@@ -139,12 +162,24 @@ fn simulated(groups: &[(u32, String, u64)]) -> Vec<GpuInfo> {
 }
 
 mod nvml {
-    use super::GpuInfo;
+    use super::{DriverInfo, GpuInfo};
     use nvml_wrapper::enum_wrappers::device::TopologyLevel;
 
-    /// Initialises NVML (dlopen of libnvidia-ml.so.1) and lists the devices with their topology.
-    pub fn discover() -> Result<(Vec<GpuInfo>, Vec<Vec<u8>>), String> {
+    /// The devices, their links (as in `Discovery`) and the driver.
+    pub type Found = (Vec<GpuInfo>, Vec<Vec<u8>>, DriverInfo);
+
+    /// Initialises NVML (dlopen of libnvidia-ml.so.1) and lists the devices with
+    /// their topology, and the driver.
+    pub fn discover() -> Result<Found, String> {
         let nvml = crate::init_nvml().map_err(|e| e.to_string())?;
+        // Either may be missing from an old driver: then unknown, not an error.
+        let driver = DriverInfo {
+            version: nvml.sys_driver_version().ok(),
+            cuda_version: nvml
+                .sys_cuda_driver_version()
+                .ok()
+                .map(super::cuda_version_text),
+        };
         let count = nvml.device_count().map_err(|e| e.to_string())?;
         let mut gpus = Vec::with_capacity(count as usize);
         for i in 0..count {
@@ -187,7 +222,7 @@ mod nvml {
                     .collect()
             })
             .collect();
-        Ok((gpus, links))
+        Ok((gpus, links, driver))
     }
 }
 
@@ -233,6 +268,13 @@ mod tests {
                 .to_string()
                 .contains("sim:N"));
         }
+    }
+
+    #[test]
+    fn cuda_versions_read_as_people_write_them() {
+        assert_eq!(cuda_version_text(12040), "12.4");
+        assert_eq!(cuda_version_text(11080), "11.8");
+        assert_eq!(cuda_version_text(12000), "12.0");
     }
 
     #[test]

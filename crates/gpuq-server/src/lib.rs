@@ -11,6 +11,7 @@ mod mlflow;
 mod notify;
 pub mod pricing;
 mod rejections;
+mod repro_routes;
 mod routes;
 mod sampler;
 pub mod service;
@@ -81,6 +82,8 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/advice", get(cost_routes::advice))
         .route("/v1/jobs/:id/metrics", get(tracking_routes::metrics))
         .route("/v1/jobs/:id/run", get(tracking_routes::run))
+        .route("/v1/jobs/:id/repro", get(repro_routes::repro))
+        .route("/v1/jobs/:id/rerun", post(repro_routes::rerun))
         .route("/v1/events", get(feed::events))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))
@@ -184,6 +187,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
             gpus: vec![],
             links: vec![],
             summary: String::new(),
+            driver: Default::default(),
         };
         (gpuq_gpu::GpuSource::None, d)
     } else {
@@ -286,6 +290,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
             tracking: gpuq_store::tracking::Tracking::open(&home.join("gpuq.db"))
                 .context("cannot open the tracking database")?,
             link: service::TrackingLink::new(url.clone(), &token),
+            driver: discovery.driver.clone(),
         },
     )?;
     service.recover()?;

@@ -14,7 +14,8 @@ use gpuq_api::ErrorBody;
 use gpuq_core::limits;
 
 /// Largest request body the daemon reads: above a submit request at every
-/// field limit (a job's env is at most 1 MiB, its command 512 KiB).
+/// field limit (a job's env is at most 1 MiB, its command 512 KiB, its
+/// reproducibility record 1 MiB).
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
 /// axum's rejection texts are a line or two; more is not read.
 const MAX_REJECTION_TEXT: usize = 16 * 1024;

@@ -7,8 +7,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use gpuq_api::{
-    ErrorBody, JobDetail, ServerInfo, SubmitRequest, HEADER_LOG_ATTEMPT, HEADER_LOG_COMPLETE,
-    HEADER_LOG_OFFSET,
+    ErrorBody, JobDetail, ServerInfo, HEADER_LOG_ATTEMPT, HEADER_LOG_COMPLETE, HEADER_LOG_OFFSET,
 };
 use gpuq_core::{JobId, JobState};
 use gpuq_store::{ListFilter, StoreError};
@@ -120,21 +119,18 @@ pub async fn submit(
     Extension(caller): Extension<Caller>,
     body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<gpuq_core::Job>)> {
-    let req = parse_submit(&body)?;
+    let req = parse_body(&body, "submit request")?;
     Ok((StatusCode::CREATED, Json(ctx.service.submit(req, &caller)?)))
 }
 
 /// Parsed here rather than by axum's extractor, so a bad body gets the API's
 /// error shape, with serde's words for what is wrong and the field's path.
-fn parse_submit(body: &[u8]) -> ApiResult<SubmitRequest> {
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> ApiResult<T> {
     let bad = |field: String, e: serde_json::Error| match field.as_str() {
-        "." => ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("invalid submit request: {e}"),
-        ),
+        "." => ApiError::new(StatusCode::BAD_REQUEST, format!("invalid {what}: {e}")),
         _ => ApiError::field(
             StatusCode::BAD_REQUEST,
-            format!("invalid submit request: {field}: {e}"),
+            format!("invalid {what}: {field}: {e}"),
             field,
         ),
     };
@@ -148,15 +144,13 @@ fn parse_submit(body: &[u8]) -> ApiResult<SubmitRequest> {
 /// Environment values are the owner's: others (not admins) see them masked.
 fn redact(mut job: gpuq_core::Job, caller: &Caller) -> gpuq_core::Job {
     if !(caller.admin || caller.user == job.user) {
-        for value in job.spec.env.values_mut() {
-            *value = "(hidden)".into();
-        }
+        gpuq_api::repro::hide_values(&mut job.spec.env);
     }
     job
 }
 
 /// Refuses an action on someone else's job unless the caller is an admin.
-fn authorize(
+pub(crate) fn authorize(
     ctx: &AppContext,
     caller: &Caller,
     id: JobId,

@@ -5,6 +5,7 @@
 //! event row, before the daemon carries out its side effect.
 
 mod feed;
+mod repro;
 mod schema;
 pub mod tracking;
 
@@ -51,6 +52,8 @@ pub struct NewJob {
     pub env: BTreeMap<String, String>,
     /// A submit repeated with the same key returns the first job instead of a new one.
     pub idempotency_key: Option<String>,
+    /// What it was submitted from (`gpuq_api::repro::Repro` as JSON).
+    pub repro: Option<String>,
 }
 
 /// What the executor needs to start an attempt.
@@ -72,6 +75,8 @@ pub struct StartRecord {
     pub gpus: Vec<u32>,
     /// What the attempt costs per hour on its node; `None`: the node has no price.
     pub rate: Option<Micros>,
+    /// What it runs on (`gpuq_api::repro::RuntimeInfo` as JSON; its attempt is set here).
+    pub runtime: Option<String>,
 }
 
 /// How an attempt ended, and what becomes of the job.
@@ -179,8 +184,8 @@ impl Store {
         let id = self.write(|tx| {
             tx.execute(
                 "INSERT INTO jobs (name, user, project, state, priority, gpus_requested, gpus, command, cwd, \
-                 attempt, submitted_at, spec, env, idempotency_key) \
-                 VALUES (?1, ?2, ?3, 'queued', ?4, ?5, '[]', ?6, ?7, 0, ?8, ?9, ?10, ?11)",
+                 attempt, submitted_at, spec, env, idempotency_key, repro) \
+                 VALUES (?1, ?2, ?3, 'queued', ?4, ?5, '[]', ?6, ?7, 0, ?8, ?9, ?10, ?11, ?12)",
                 params![
                     new.spec.name,
                     new.user,
@@ -192,7 +197,8 @@ impl Store {
                     now,
                     spec_json,
                     env_json,
-                    new.idempotency_key
+                    new.idempotency_key,
+                    new.repro
                 ],
             )?;
             let id = tx.last_insert_rowid() as JobId;
@@ -414,7 +420,8 @@ impl Store {
         };
         self.write(|tx| {
             tx.execute(
-                "UPDATE attempts SET started_at = ?3, node = ?4, rate_micros = ?5 WHERE job_id = ?1 AND attempt = ?2",
+                "UPDATE attempts SET started_at = ?3, node = ?4, rate_micros = ?5, \
+                 runtime = json_set(runtime, '$.hostname', ?4, '$.captured_at', ?3) WHERE job_id = ?1 AND attempt = ?2",
                 params![job, attempt, at, nodes, rate.map(|r| r.0)],
             )?;
             tx.execute(
@@ -684,9 +691,11 @@ fn start_in(
                     params![s.job, gpus, s.node, now],
                     |r| r.get(0),
                 )?;
+        let rate = s.rate.map(|r| r.0);
         tx.execute(
-            "INSERT INTO attempts (job_id, attempt, node, gpus, started_at, rate_micros) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![s.job, attempt, s.node, gpus, now, s.rate.map(|r| r.0)],
+            "INSERT INTO attempts (job_id, attempt, node, gpus, started_at, rate_micros, runtime) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, json_set(?7, '$.attempt', ?2))",
+            params![s.job, attempt, s.node, gpus, now, rate, s.runtime],
         )?;
         insert_event(
             tx,

@@ -11,6 +11,7 @@ fn new_job(argv: &[&str]) -> NewJob {
         cwd: "/tmp".into(),
         env: BTreeMap::from([("A".to_string(), "1".to_string())]),
         idempotency_key: None,
+        repro: None,
     }
 }
 
@@ -30,6 +31,7 @@ fn a_job_goes_through_its_life_with_events() {
                 node: "local".into(),
                 gpus: vec![2],
                 rate: None,
+                runtime: None,
             }],
             2000,
         )
@@ -84,6 +86,7 @@ fn starting_a_job_twice_is_refused() {
         node: "local".into(),
         gpus: vec![],
         rate: None,
+        runtime: None,
     }];
     store.start(&start, 1).unwrap();
     assert!(
@@ -104,6 +107,7 @@ fn retry_requeues_and_the_next_attempt_counts_up() {
                 node: "local".into(),
                 gpus: vec![0],
                 rate: None,
+                runtime: None,
             }],
             1,
         )
@@ -129,6 +133,7 @@ fn retry_requeues_and_the_next_attempt_counts_up() {
                 node: "local".into(),
                 gpus: vec![1],
                 rate: None,
+                runtime: None,
             }],
             3,
         )
@@ -206,6 +211,7 @@ fn hold_stop_meta_and_requeue_are_recorded() {
                 node: "n".into(),
                 gpus: vec![],
                 rate: None,
+                runtime: None,
             }],
             3,
         )
@@ -236,6 +242,7 @@ fn a_pass_is_committed_whole_or_not_at_all() {
                 node: "n".into(),
                 gpus: vec![],
                 rate: None,
+                runtime: None,
             }],
             1,
         )
@@ -247,6 +254,7 @@ fn a_pass_is_committed_whole_or_not_at_all() {
         node: "n".into(),
         gpus: vec![],
         rate: None,
+        runtime: None,
     }];
     assert!(store.apply_pass(&fails, &again, 2).is_err());
     assert_eq!(

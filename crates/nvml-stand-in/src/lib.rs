@@ -45,8 +45,15 @@ const MEMORY_V2_VERSION: c_uint = 40 | 2 << 24;
 struct State {
     #[serde(default = "default_driver_version")]
     driver_version: String,
+    /// As NVML gives it: 1000 × major + 10 × minor.
+    #[serde(default = "default_cuda_version")]
+    cuda_driver_version: i32,
     #[serde(default)]
     devices: Vec<Dev>,
+}
+
+fn default_cuda_version() -> i32 {
+    12040
 }
 
 fn default_driver_version() -> String {
@@ -291,6 +298,11 @@ pub extern "C" fn nvmlErrorString(result: Ret) -> *const c_char {
 #[no_mangle]
 pub unsafe extern "C" fn nvmlSystemGetDriverVersion(buf: *mut c_char, len: c_uint) -> Ret {
     guard(|| out_str(buf, len, &state()?.driver_version))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut std::ffi::c_int) -> Ret {
+    guard(|| out(version, state()?.cuda_driver_version))
 }
 
 #[no_mangle]

@@ -174,6 +174,7 @@ impl Service {
                 env,
                 user,
                 idempotency_key: None,
+                repro: None,
             },
             &caller,
         )?;

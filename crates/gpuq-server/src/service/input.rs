@@ -11,6 +11,9 @@ const MAX_IDEMPOTENCY_KEY: usize = 200;
 
 pub(super) fn validate_submit_request(req: &SubmitRequest) -> Result<(), SpecError> {
     validate_submit_env(req)?;
+    if let Some(r) = &req.repro {
+        check_repro_size(r)?;
+    }
     if req.spec.cwd.is_none() {
         limits::check_path(&req.cwd, "cwd")?;
     }
@@ -27,6 +30,25 @@ pub(super) fn validate_submit_request(req: &SubmitRequest) -> Result<(), SpecErr
         }
     }
     Ok(())
+}
+
+/// The client bounds every part of its capture; this bounds the whole, so no
+/// client can make every listing of the job's record heavy.
+fn check_repro_size(r: &gpuq_api::repro::Repro) -> Result<(), SpecError> {
+    use gpuq_api::repro::MAX_REPRO_BYTES;
+    let size = serde_json::to_vec(r).map_or(usize::MAX, |v| v.len());
+    if size <= MAX_REPRO_BYTES {
+        return Ok(());
+    }
+    Err(SpecError::new(
+        "repro",
+        format!(
+            "the reproducibility record is {} as JSON, over the {} the daemon keeps; \
+             commit or stash large changes, or submit with --no-repro",
+            limits::human_bytes(size),
+            limits::human_bytes(MAX_REPRO_BYTES)
+        ),
+    ))
 }
 
 /// The environment the job gets: the submitter's, with the spec's on top. The
@@ -72,6 +94,7 @@ mod tests {
                 .collect::<BTreeMap<_, _>>(),
             user: String::new(),
             idempotency_key: None,
+            repro: None,
         }
     }
 
@@ -113,6 +136,20 @@ mod tests {
         // A spec variable overriding a submitter's one is counted once.
         let mut req = request(&[("A", half.clone())]);
         req.spec.env.insert("A".into(), half);
+        validate_submit_request(&req).unwrap();
+    }
+
+    #[test]
+    fn an_oversized_capture_is_refused_by_name() {
+        let mut req = request(&[]);
+        req.repro = Some(gpuq_api::repro::Repro {
+            notes: vec!["x".repeat(gpuq_api::repro::MAX_REPRO_BYTES)],
+            ..Default::default()
+        });
+        let e = validate_submit_request(&req).unwrap_err();
+        assert_eq!(e.field, "repro");
+        assert!(e.message.contains("--no-repro"), "{e}");
+        req.repro = Some(Default::default());
         validate_submit_request(&req).unwrap();
     }
 

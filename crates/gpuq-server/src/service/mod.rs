@@ -14,6 +14,7 @@ pub mod monitoring;
 mod outcome;
 mod placeable;
 mod recovery;
+mod repro;
 mod scheduling;
 mod stop;
 mod tracking;
@@ -161,6 +162,8 @@ pub struct Service {
     home: std::path::PathBuf,
     nodes: Vec<Node>,
     gpus: Vec<GpuInfo>,
+    /// The driver of `gpus` (NVML), for the attempts' runtime records.
+    driver: gpuq_gpu::DriverInfo,
     config: Config,
     identity: Arc<Identity>,
     /// Telemetry and alert state; its own lock keeps sampling off the scheduler's.
@@ -183,6 +186,7 @@ pub struct Extras {
     pub pricing: crate::pricing::Pricing,
     pub tracking: gpuq_store::tracking::Tracking,
     pub link: tracking::TrackingLink,
+    pub driver: gpuq_gpu::DriverInfo,
 }
 
 impl Service {
@@ -268,6 +272,7 @@ impl Service {
             home,
             nodes,
             gpus,
+            driver: extras.driver,
         });
         service.connect_backend();
         Ok(service)
@@ -342,6 +347,7 @@ impl Service {
         check_cwd(&cwd, account.as_ref())?;
         let now = now_ms();
         self.check_budget(&user, &spec, now)?;
+        let repro = repro::completed(req.repro, &spec, &cwd, &env);
         let job = {
             let mut inner = self.lock();
             if let Some(limit) = self.config.max_queued(&user) {
@@ -377,6 +383,7 @@ impl Service {
                 spec,
                 user,
                 cwd,
+                repro,
                 env,
                 idempotency_key: req.idempotency_key,
             };

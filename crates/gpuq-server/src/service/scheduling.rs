@@ -119,6 +119,7 @@ impl Service {
                                 self.pricing.rate(placement.gpu_count())
                             },
                             gpus: placement.0.iter().flat_map(|p| p.gpus.clone()).collect(),
+                            runtime: self.runtime_record(&placement, now),
                         };
                         starts.push((placement, record))
                     }

@@ -22,11 +22,14 @@ mod logs;
 mod ls;
 mod metrics;
 mod prices;
+mod repro;
 mod requeue;
+mod rerun;
 mod run;
 mod schedules;
 mod server;
 mod show;
+mod show_repro;
 mod sim;
 mod submit;
 mod token;
@@ -71,6 +74,8 @@ enum Command {
     Logs(logs::LogsArgs),
     /// Cancel jobs (running ones get SIGTERM, then SIGKILL after their grace period).
     Cancel(cancel::CancelArgs),
+    /// Submit a job's spec again (same directory and environment); warns when its code changed since.
+    Rerun(rerun::RerunArgs),
     /// Stop a running job and queue it again (it resumes from its checkpoint), or requeue an ended one.
     Requeue(requeue::RequeueArgs),
     /// Keep queued jobs from starting until released.
@@ -194,6 +199,7 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Cancel(args) => cancel::run(&client, args).await,
         Command::Wait(args) => wait::run(&client, args).await,
         Command::Requeue(args) => requeue::run(&client, args).await,
+        Command::Rerun(args) => rerun::run(&client, args).await,
         Command::Hold(args) => hold::hold(&client, args).await,
         Command::Release(args) => hold::release(&client, args).await,
         Command::Drain(args) => drain::run(&client, true, args).await,

@@ -10,10 +10,19 @@ pub struct ShowArgs {
     id: String,
     #[arg(long)]
     json: bool,
+    /// What the job was submitted from (commit, diff, Python, packages, environment) and ran on.
+    #[arg(long)]
+    repro: bool,
+    /// With --repro: print the captured diff as it is (`| git apply` applies it).
+    #[arg(long, requires = "repro")]
+    diff: bool,
 }
 
 pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     let id = parse_id(&args.id)?;
+    if args.repro {
+        return super::show_repro::run(client, id, args.json, args.diff).await;
+    }
     let detail = client.job(id).await?;
     if args.json {
         print_json(&detail);

@@ -61,6 +61,9 @@ pub struct SubmitArgs {
     /// Nodes for a multi-node job (Slurm backend); --gpus is then per node.
     #[arg(long)]
     nodes: Option<u32>,
+    /// Do not record the code and interpreter it is submitted from (also GPUQ_NO_REPRO=1).
+    #[arg(long)]
+    no_repro: bool,
     /// Print the job as JSON.
     #[arg(long)]
     pub json: bool,
@@ -207,12 +210,14 @@ pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError>
         })
         .filter(|(k, _)| !k.starts_with("GPUQ_"))
         .collect();
+    let repro = super::repro::capture_for(&spec, &cwd, args.no_repro);
     let req = SubmitRequest {
         spec,
         cwd,
         env,
         user: gpuq_api::home::current_user(),
         idempotency_key: args.idempotency_key.clone(),
+        repro,
     };
     Ok(client.submit(&req).await?)
 }

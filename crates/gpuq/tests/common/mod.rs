@@ -233,7 +233,11 @@ impl Daemon {
             .env("GPUQ_HOME", self.home.as_path())
             .env("GPUQ_URL", &self.url)
             .env("GPUQ_NO_AUTOSTART", "1")
-            .env("NO_COLOR", "1");
+            .env("NO_COLOR", "1")
+            // Capture (git, Python) adds a few hundred ms to a submit on a loaded
+            // machine, more than tests of the queue's timing allow for; tests/repro.rs
+            // turns it back on.
+            .env("GPUQ_NO_REPRO", "1");
         c
     }
 
