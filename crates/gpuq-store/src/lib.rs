@@ -203,7 +203,7 @@ impl Store {
             )?;
             let id = tx.last_insert_rowid() as JobId;
             insert_event(tx, now, id, "submitted", &format!("by {}", new.user))?;
-            tracking::insert_job_run(tx, id, &new.spec, &new.user, now)?;
+            tracking::insert_job_run(tx, id, &new.spec, &new.user, new.repro.as_deref(), now)?;
             Ok(id)
         })?;
         self.job(id)?.ok_or(StoreError::Corrupt {

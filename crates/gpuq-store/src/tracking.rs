@@ -728,6 +728,7 @@ pub(crate) fn insert_job_run(
     job: JobId,
     spec: &gpuq_core::JobSpec,
     user: &str,
+    repro: Option<&str>,
     now: Millis,
 ) -> rusqlite::Result<()> {
     let experiment = match &spec.project {
@@ -749,13 +750,30 @@ pub(crate) fn insert_job_run(
         params![id, experiment, job, spec.name, user, now],
     )?;
     let name = spec.name.clone().unwrap_or_else(|| format!("job-{job}"));
-    let tags = [
+    let mut tags = vec![
         ("mlflow.runName", name),
         ("mlflow.user", user.to_string()),
         ("mlflow.source.type", "JOB".to_string()),
         ("mlflow.source.name", spec.display_command()),
         ("gpuq.job_id", id.clone()),
     ];
+    // The code it was submitted from, under the tags MLflow's own client sets.
+    let git = repro
+        .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .and_then(|r| r.get("git").cloned());
+    for (tag, field) in [
+        ("mlflow.source.git.commit", "commit"),
+        ("mlflow.source.git.branch", "branch"),
+        ("mlflow.source.git.repoURL", "remote"),
+    ] {
+        if let Some(v) = git
+            .as_ref()
+            .and_then(|g| g.get(field))
+            .and_then(|v| v.as_str())
+        {
+            tags.push((tag, v.to_string()));
+        }
+    }
     for (k, v) in tags {
         let v: String = v.chars().take(MAX_TAG_VALUE_LEN).collect();
         tx.execute(

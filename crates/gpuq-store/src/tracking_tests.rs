@@ -29,6 +29,7 @@ fn submit(store: &mut Store, project: Option<&str>, params: &[(&str, serde_json:
                 cwd: "/tmp".into(),
                 env: Default::default(),
                 idempotency_key: None,
+                repro: None,
             },
             1_000,
         )

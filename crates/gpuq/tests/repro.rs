@@ -117,6 +117,14 @@ fn a_dirty_checkout_is_recorded_shown_and_its_diff_applies() {
         assert!(p["version"].as_str().unwrap().starts_with('3'), "{p}");
     }
     assert!(r["capture_ms"].as_u64().unwrap() < 4000, "{r}");
+    // The tracked run carries the commit under MLflow's own tag names.
+    let run: Value = serde_json::from_str(&d.get(&format!("/v1/jobs/{id}/run"))).unwrap();
+    assert_eq!(
+        run["tags"]["mlflow.source.git.commit"],
+        json!(head),
+        "{run}"
+    );
+    assert_eq!(run["tags"]["mlflow.source.git.branch"], "main");
 
     // Once it started: where it ran.
     assert!(eventually(Duration::from_secs(10), || {
