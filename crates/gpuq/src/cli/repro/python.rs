@@ -126,7 +126,7 @@ fn interpreter(ctx: &Context<'_>) -> Option<PathBuf> {
         script
             .split(|c: char| c.is_whitespace() || ";&|()`$\"'".contains(c))
             .find(|w| is_python_name(base_name(w)))
-            .and_then(|w| resolve(w))
+            .and_then(&resolve)
     };
     match ctx.argv {
         Some(argv) => {
