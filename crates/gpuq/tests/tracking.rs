@@ -504,3 +504,65 @@ sleep 2
     let (_, run) = mlflow(&d, "GET", &format!("runs/get?run_id={id}"), None);
     assert_eq!(run["run"]["info"]["status"], "FINISHED");
 }
+
+#[test]
+fn run_search_filters_orders_and_pages() {
+    let d = Daemon::start("sim:1");
+    let (_, exp) = mlflow(
+        &d,
+        "POST",
+        "experiments/create",
+        Some(&json!({"name": "sweep"})),
+    );
+    let exp = exp["experiment_id"].as_str().unwrap().to_string();
+    for i in 0..5 {
+        let (_, made) = mlflow(
+            &d,
+            "POST",
+            "runs/create",
+            Some(
+                &json!({"experiment_id": exp, "run_name": format!("r{i}"), "start_time": 1000 + i}),
+            ),
+        );
+        let run = made["run"]["info"]["run_id"].as_str().unwrap().to_string();
+        let batch = json!({"run_id": run, "metrics": [{"key": "acc", "value": i as f64 / 10.0, "timestamp": 1, "step": 0}],
+                           "params": [{"key": "lr", "value": if i % 2 == 0 { "0.1" } else { "0.01" }}]});
+        assert_eq!(mlflow(&d, "POST", "runs/log-batch", Some(&batch)).0, 200);
+    }
+    let search = |body: Value| mlflow(&d, "POST", "runs/search", Some(&body));
+    let names = |page: &Value| -> Vec<String> {
+        page["runs"].as_array().map_or(vec![], |r| {
+            r.iter()
+                .map(|r| r["info"]["run_name"].as_str().unwrap().to_string())
+                .collect()
+        })
+    };
+    let (code, page) = search(
+        json!({"experiment_ids": [exp], "filter": "params.lr = '0.1' and metrics.acc >= 0.2", "order_by": ["metrics.acc DESC"]}),
+    );
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(names(&page), ["r4", "r2"]);
+    // Paging in MLflow's default order (start_time DESC): r4 r3 | r2 r1 | r0.
+    let mut seen = Vec::new();
+    let mut token = Value::Null;
+    loop {
+        let (_, page) =
+            search(json!({"experiment_ids": [exp], "max_results": 2, "page_token": token}));
+        seen.extend(names(&page));
+        match page.get("next_page_token") {
+            Some(t) => token = t.clone(),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["r4", "r3", "r2", "r1", "r0"]);
+    let (code, body) = search(
+        json!({"experiment_ids": [exp], "filter": "metrics.acc > 0.1 OR params.lr = '0.1'"}),
+    );
+    assert_eq!(
+        (code, body["error_code"].as_str()),
+        (400, Some("INVALID_PARAMETER_VALUE"))
+    );
+    assert!(body["message"].as_str().unwrap().contains("OR"), "{body}");
+    let (code, _) = search(json!({"experiment_ids": [exp], "page_token": "garbage"}));
+    assert_eq!(code, 400);
+}
