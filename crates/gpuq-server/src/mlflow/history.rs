@@ -7,7 +7,10 @@ use super::{
 };
 use crate::routes::AppState;
 use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
+use gpuq_api::tracking::MetricValue;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 /// Points per page when the client names no page size: the whole history,
@@ -33,7 +36,7 @@ fn int_param(pairs: &[(String, String)], key: &str) -> MlflowResult<Option<i64>>
 pub async fn get_history(
     State(ctx): State<AppState>,
     RawQuery(q): RawQuery,
-) -> MlflowResult<Json<Value>> {
+) -> MlflowResult<Response> {
     let pairs = query_pairs(q.as_deref());
     let run = required(
         query_one(&pairs, "run_id")
@@ -56,13 +59,38 @@ pub async fn get_history(
     let (points, next) = ctx
         .service
         .with_tracking(|t| t.metric_history(run, key, offset as u64, limit))?;
-    let mut out = json!({
-        "metrics": points.iter().map(|p| metric_json(key, p)).collect::<Vec<_>>(),
-    });
-    if let Some(next) = next.filter(|_| limit != UNPAGED) {
-        out["next_page_token"] = json!(page_token(next as usize));
-    }
-    Ok(Json(out))
+    // Serialized straight from the points: a million-point history is one
+    // buffer of text, not a tree of a million JSON objects first.
+    Ok(Json(History {
+        metrics: points
+            .iter()
+            .map(|p| HistoryPoint {
+                key,
+                value: MetricValue(p.value),
+                timestamp: p.time,
+                step: p.step,
+            })
+            .collect(),
+        next_page_token: next
+            .filter(|_| limit != UNPAGED)
+            .map(|n| page_token(n as usize)),
+    })
+    .into_response())
+}
+
+#[derive(Serialize)]
+struct History<'a> {
+    metrics: Vec<HistoryPoint<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_page_token: Option<String>,
+}
+
+#[derive(Serialize)]
+struct HistoryPoint<'a> {
+    key: &'a str,
+    value: MetricValue,
+    timestamp: i64,
+    step: i64,
 }
 
 pub async fn bulk_interval(
