@@ -589,15 +589,28 @@ impl Tracking {
         })
     }
 
-    /// Logs metrics read from a job's metrics file and moves the file's cursor,
-    /// in one transaction: a crash re-reads exactly the lines not yet stored.
+    /// Logs metrics read from a job's metrics file between `from` and `to` and
+    /// moves the file's cursor, in one transaction: a crash re-reads exactly the
+    /// lines not yet stored. When the cursor is no longer at `from` (another
+    /// reader stored those lines first) nothing is written and it returns false.
     pub fn log_from_file(
         &mut self,
         job: JobId,
         metrics: &[MetricIn],
-        new_offset: u64,
-    ) -> TrackingResult<()> {
+        from: u64,
+        to: u64,
+    ) -> TrackingResult<bool> {
         self.write(|tx| {
+            let at: Option<i64> = tx
+                .query_row(
+                    "SELECT offset FROM metric_files WHERE job_id = ?1",
+                    [job],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if at.unwrap_or(0) as u64 != from {
+                return Ok(false);
+            }
             let run: Option<String> = tx
                 .query_row("SELECT id FROM runs WHERE job_id = ?1", [job], |r| r.get(0))
                 .optional()?;
@@ -608,9 +621,9 @@ impl Tracking {
             tx.execute(
                 "INSERT INTO metric_files (job_id, offset) VALUES (?1, ?2) \
                  ON CONFLICT (job_id) DO UPDATE SET offset = excluded.offset",
-                params![job, new_offset as i64],
+                params![job, to as i64],
             )?;
-            Ok(())
+            Ok(true)
         })
     }
 
@@ -664,9 +677,13 @@ impl Tracking {
             return Ok((0, Vec::new(), false));
         };
         let max_points = max_points.max(2);
-        if count as usize <= max_points {
-            let (points, _) = self.metric_history(run, key, 0, max_points)?;
-            return Ok((count, downsample::min_max(&points, max_points), false));
+        // Rollups serve only when there are enough of them for every bucket of the
+        // chart; a shorter history is downsampled from its points (at most
+        // max_points × 256 of them read, a few ms), not drawn from a handful of rollups.
+        if count < max_points as u64 * ROLLUP_POINTS {
+            let (points, _) = self.metric_history(run, key, 0, count as usize)?;
+            let downsampled = count as usize > max_points;
+            return Ok((count, downsample::min_max(&points, max_points), downsampled));
         }
         let mut stmt = self.conn.prepare_cached(
             "SELECT n, first_step, last_step, min_value, min_step, min_time, max_value, max_step, max_time \

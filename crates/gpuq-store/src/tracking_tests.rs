@@ -234,6 +234,14 @@ fn a_long_history_is_charted_from_rollups_with_its_spike() {
     assert!(chart.iter().any(|p| p.step == 31_337 && p.value == 50.0));
     assert_eq!(chart.first().unwrap().step, 0);
     assert_eq!(chart.last().unwrap().step, n - 1);
+    // A history too short for the rollups to fill a chart is drawn from its points.
+    let (count, medium, downsampled) = tracking
+        .metric_chart(&run, "loss", 50_000 / 256 * 4)
+        .unwrap();
+    assert_eq!(count, 50_000);
+    assert!(downsampled);
+    assert!(medium.len() > 50_000 / 256 * 3, "{} points", medium.len());
+    assert!(medium.iter().any(|p| p.step == 31_337 && p.value == 50.0));
     let (count, small, downsampled) = tracking.metric_chart(&run, "absent", 300).unwrap();
     assert_eq!((count, small.len(), downsampled), (0, 0, false));
 }
@@ -283,14 +291,23 @@ fn the_metrics_file_cursor_moves_with_its_points() {
     let (_d, mut store, mut tracking) = open();
     let id = submit(&mut store, None, &[]);
     assert_eq!(tracking.metrics_file_offset(id).unwrap(), 0);
-    tracking
-        .log_from_file(id, &[metric("acc", 1, 0.5)], 42)
-        .unwrap();
+    assert!(tracking
+        .log_from_file(id, &[metric("acc", 1, 0.5)], 0, 42)
+        .unwrap());
     assert_eq!(tracking.metrics_file_offset(id).unwrap(), 42);
     assert_eq!(
         tracking.job_run(id).unwrap().unwrap().metrics["acc"].value,
         0.5
     );
+    // A second reader of the same lines (it read the cursor before the first
+    // committed) stores nothing.
+    assert!(!tracking
+        .log_from_file(id, &[metric("acc", 1, 0.5)], 0, 42)
+        .unwrap());
+    let (points, _) = tracking
+        .metric_history(&id.to_string(), "acc", 0, 10)
+        .unwrap();
+    assert_eq!(points.len(), 1);
 }
 
 #[test]

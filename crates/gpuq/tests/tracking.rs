@@ -566,3 +566,30 @@ fn run_search_filters_orders_and_pages() {
     let (code, _) = search(json!({"experiment_ids": [exp], "page_token": "garbage"}));
     assert_eq!(code, 400);
 }
+
+#[test]
+fn a_large_metrics_file_is_stored_exactly_once() {
+    let d = Daemon::start("sim:1");
+    // Written while the daemon's tick reads it, ending right after: the tick's
+    // read and the attempt's last read meet, and each line is still stored once.
+    let script = r#"awk 'BEGIN { for (i = 0; i < 100000; i++) printf "{\"step\": %d, \"loss\": %d}\n", i, i % 977 }' >> "$GPUQ_METRICS_FILE""#;
+    for _ in 0..3 {
+        let id = d.submit(&["--", "bash", "-c", script]);
+        assert_eq!(d.wait(id)["state"], "succeeded");
+        let m: Value =
+            serde_json::from_str(&d.get(&format!("/v1/jobs/{id}/metrics?max_points=500"))).unwrap();
+        let loss = &m["series"][0];
+        assert_eq!(loss["count"], 100_000, "job {id}: {}", loss["count"]);
+        assert_eq!(loss["latest"]["step"], 99_999);
+        let points = loss["points"].as_array().unwrap();
+        assert!(
+            points.len() > 400 && points.len() <= 500,
+            "{}",
+            points.len()
+        );
+        assert!(
+            points.iter().any(|p| p["value"] == 976.0),
+            "the highest value is drawn"
+        );
+    }
+}

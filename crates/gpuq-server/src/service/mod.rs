@@ -178,6 +178,8 @@ pub struct Service {
     tracking: Mutex<gpuq_store::tracking::Tracking>,
     /// How a job reaches the tracking API.
     link: tracking::TrackingLink,
+    /// Held while a job's metrics file is read into the store.
+    metrics_reader: Mutex<()>,
 }
 
 /// What the service needs besides its core parts.
@@ -262,6 +264,7 @@ impl Service {
             pricing: extras.pricing,
             tracking: Mutex::new(extras.tracking),
             link: extras.link,
+            metrics_reader: Mutex::new(()),
             identity,
             config,
             inner: Mutex::new(inner),

@@ -143,6 +143,12 @@ impl Service {
     /// its newline is taken too. Opened as the daemon's files are: no link
     /// followed, a regular file only, owned by the job's account, reads bounded.
     pub fn ingest_metrics_file(&self, job: JobId, user: &str, ended: bool) {
+        // One reader at a time (the tick's and an attempt's end may overlap):
+        // the last read of an ended attempt then always sees where the other stopped.
+        let _one = self
+            .metrics_reader
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Err(e) = self.try_ingest(job, user, ended) {
             tracing::debug!("job {job}: metrics file not read: {e}");
         }
@@ -203,10 +209,15 @@ impl Service {
                 })
                 .collect();
             let end = offset + used as u64;
-            // The points and the cursor commit together: after a crash the lines
-            // not yet stored are read again, and none twice.
-            self.with_tracking_mut(|t| t.log_from_file(job, &points, end))
+            // The points and the cursor commit together, and only from where the
+            // cursor stands: after a crash the lines not yet stored are read
+            // again, and no line is stored twice.
+            let stored = self
+                .with_tracking_mut(|t| t.log_from_file(job, &points, offset, end))
                 .map_err(|e| e.to_string())?;
+            if !stored {
+                break;
+            }
             offset = end;
         }
         Ok(())
