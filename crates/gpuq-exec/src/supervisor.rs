@@ -1,6 +1,16 @@
 //! The per-attempt supervisor: starts the job in its own process group (so the
 //! group can be signalled as a whole), waits, and writes the exit record.
 
+/// `eprintln!` that never panics: the supervisor's stderr is the attempt's log,
+/// and a write to it failing on a full disk must not kill the process that
+/// records the job's end (eprintln! panics on a failed write).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use crate::layout::{exit_record_name, pgid_file_name, JobDir};
 use crate::safe_fs::Dir;
 use serde::{Deserialize, Serialize};
@@ -143,7 +153,7 @@ pub struct Supervision<'a> {
 pub fn supervise(s: Supervision<'_>) -> i32 {
     let attempt = s.attempt;
     let Some((program, args)) = s.argv.split_first() else {
-        eprintln!("gpuq supervisor: empty command");
+        say!("gpuq supervisor: empty command");
         return 2;
     };
     // The job directory is opened once, before anything else: every record below is
@@ -151,7 +161,7 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
     let dir = match Dir::open(s.dir.root()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!(
+            say!(
                 "gpuq supervisor: cannot open the job directory {}: {e}",
                 s.dir.root().display()
             );
@@ -168,7 +178,7 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
                 cmd.env_clear().envs(env);
             }
             Err(e) => {
-                eprintln!("gpuq supervisor: cannot read the job's environment: {e}");
+                say!("gpuq supervisor: cannot read the job's environment: {e}");
                 return 1;
             }
         }
@@ -176,7 +186,7 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
     if let Some(cwd) = s.cwd {
         if let Err(e) = enter_as(cwd, s.credentials.as_ref()) {
             let why = format!("cannot enter the working directory {}: {e}", cwd.display());
-            eprintln!("gpuq: {why}");
+            say!("gpuq: {why}");
             return finish(&dir, attempt, ExitRecord::spawn_failed(why, now_ms()));
         }
     }
@@ -208,7 +218,7 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
     }
     let record = match cmd.spawn() {
         Err(e) => {
-            eprintln!("gpuq: cannot start {program:?}: {e}");
+            say!("gpuq: cannot start {program:?}: {e}");
             ExitRecord {
                 exit_code: Some(127),
                 signal: None,
@@ -221,14 +231,14 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             if let Err(e) =
                 dir.write_atomically(&pgid_file_name(attempt), child.id().to_string().as_bytes())
             {
-                eprintln!("gpuq supervisor: cannot record the job's process group: {e}");
+                say!("gpuq supervisor: cannot record the job's process group: {e}");
             }
             let status = loop {
                 match child.wait() {
                     Ok(s) => break Some(s),
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) => {
-                        eprintln!("gpuq supervisor: wait failed: {e}");
+                        say!("gpuq supervisor: wait failed: {e}");
                         break None;
                     }
                 }
@@ -273,7 +283,7 @@ fn enter_as(cwd: &std::path::Path, credentials: Option<&Credentials>) -> std::io
             || libc::setgroups(0, std::ptr::null()) != 0
         {
             // Cannot happen with a saved uid of 0; never go on half-dropped.
-            eprintln!("gpuq supervisor: cannot take back root's ids: {}", last());
+            say!("gpuq supervisor: cannot take back root's ids: {}", last());
             std::process::abort();
         }
         entered
@@ -288,7 +298,7 @@ fn finish(dir: &Dir, attempt: u32, record: ExitRecord) -> i32 {
     let mut said = false;
     while let Err(e) = dir.write_atomically(&exit_record_name(attempt), &json) {
         if !said {
-            eprintln!("gpuq supervisor: cannot write the exit record ({e}); retrying every second");
+            say!("gpuq supervisor: cannot write the exit record ({e}); retrying every second");
             said = true;
         }
         std::thread::sleep(RECORD_RETRY);
