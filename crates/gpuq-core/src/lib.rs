@@ -20,6 +20,7 @@ pub mod signal;
 pub mod spec;
 pub mod spot;
 pub mod state;
+pub mod sweep;
 pub mod telemetry;
 pub mod tracking;
 
