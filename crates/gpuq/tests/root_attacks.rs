@@ -620,7 +620,8 @@ fn a_schedules_spec_is_read_with_its_users_rights() {
 fn tracking_never_lets_root_follow_a_users_links_or_a_labmate_write_a_run() {
     let mate_uid = ensure_user(MATE);
     ensure_user(OTHER);
-    let d = shared_daemon("");
+    ensure_user(ADMIN);
+    let d = shared_daemon(&admin_config());
     let plant = "echo '{\"step\": 1, \"loss\": 0.25}' >> $GPUQ_METRICS_FILE; \
                  ln -s /etc/shadow $GPUQ_OUTPUT_DIR/shadow; ln /etc/shadow $GPUQ_OUTPUT_DIR/hard 2>/dev/null; \
                  ln -s /etc $GPUQ_OUTPUT_DIR/etc; mkdir $GPUQ_OUTPUT_DIR/mine; echo ok > $GPUQ_OUTPUT_DIR/mine/a.txt";
@@ -672,6 +673,30 @@ fn tracking_never_lets_root_follow_a_users_links_or_a_labmate_write_a_run() {
     let (code, body) = api(&d, &mate, "GET", &format!("{base}/mine/a.txt"), None);
     assert_eq!((code, body.trim()), (200, "ok"));
 
+    // An admin manages the queue but cannot plant a file (say, a pickled
+    // model the labmate will load) in their outputs, write their run or read their files.
+    let admin = token_for(&d, ADMIN);
+    let (code, _) = api(
+        &d,
+        &admin,
+        "PUT",
+        &format!("{base}/mine/model.pt"),
+        Some("evil"),
+    );
+    assert_eq!(code, 403);
+    assert!(!d.job_dir(id).join("outputs/mine/model.pt").exists());
+    let (code, _) = api(&d, &admin, "GET", &format!("{base}/mine/a.txt"), None);
+    assert_eq!(code, 403);
+    let (code, _) = api(
+        &d,
+        &admin,
+        "POST",
+        "/api/2.0/mlflow/runs/set-tag",
+        Some(&format!(
+            r#"{{"run_id": "{id}", "key": "x", "value": "1"}}"#
+        )),
+    );
+    assert_eq!(code, 403);
     // Another account reads the run but writes neither it nor its artifacts.
     let other = token_for(&d, OTHER);
     let (code, _) = api(

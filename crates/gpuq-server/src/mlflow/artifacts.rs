@@ -8,7 +8,8 @@
 //! only to regular files owned by that user; what it creates is given to that
 //! user. An upload goes to a temporary name first and is renamed into place
 //! complete, so a reader never sees half a file.
-//! Reading artifacts is like reading logs: the run's user or an admin.
+//! Only the run's user (or the daemon's own account) reads and writes its
+//! artifacts: they are that user's files.
 
 use super::{load_run, query_one, query_pairs, MlflowError, MlflowResult};
 use crate::identity::Caller;
@@ -58,9 +59,11 @@ fn parse(ctx: &AppState, caller: &Caller, path: &str) -> MlflowResult<Target> {
         }
     }
     let run = load_run(ctx, run_id)?;
-    if !(caller.admin || caller.user == run.user) {
+    // A run's artifacts are its user's files (a job's outputs directory is
+    // theirs, mode 0700): an admin manages the queue, not other people's files.
+    if !(caller.owner || caller.user == run.user) {
         return Err(MlflowError::denied(format!(
-            "the artifacts of run {run_id} belong to {}; only its user or an admin may read or write them, and you are {}",
+            "the artifacts of run {run_id} belong to {}; only they may read or write them, and you are {}",
             run.user, caller.user
         )));
     }

@@ -5,9 +5,9 @@
 //! infinities as the strings "NaN", "Infinity", "-Infinity"); errors use its
 //! shape, `{"error_code": …, "message": …}`.
 //!
-//! Permissions are the rest of the API's: every caller reads, a run is written
-//! only by its user (or an admin), an experiment is changed by whoever made it
-//! (or an admin). One file per group of endpoints.
+//! Permissions: every caller reads runs; a run and its artifacts are written
+//! (its artifacts read) only by its user, never by an admin acting for them;
+//! an experiment is changed by whoever made it, or an admin. One file per group of endpoints.
 
 mod artifacts;
 mod experiments;
@@ -351,14 +351,16 @@ pub fn load_run(ctx: &AppState, id: &str) -> MlflowResult<RunRow> {
         .ok_or_else(|| MlflowError::not_found(format!("Run with id={id} not found")))
 }
 
-/// A run the caller may write: their own, or any for an admin.
+/// A run the caller may write: their own (the daemon's own account may write
+/// any). An admin manages the queue but never writes as someone else, so an
+/// admin's token cannot put words, metrics or files in another user's run.
 pub fn writable_run(ctx: &AppState, caller: &Caller, id: &str) -> MlflowResult<RunRow> {
     let run = load_run(ctx, id)?;
-    if caller.admin || caller.user == run.user {
+    if caller.owner || caller.user == run.user {
         return Ok(run);
     }
     Err(MlflowError::denied(format!(
-        "run {id} belongs to {}; only its user or an admin may change it, and you are {}",
+        "run {id} belongs to {}; only its user may change it, and you are {}",
         run.user, caller.user
     )))
 }
