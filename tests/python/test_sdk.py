@@ -332,3 +332,38 @@ def test_install_stop_handler_off_main_thread_is_harmless(child_env):
     proc = run_child(code, child_env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "(False, False) True"
+
+
+@pytest.mark.parametrize("value,expected", [(None, None), ("27", 27), ("0", 0), ("-1", None), ("x", None)])
+def test_trial_max_step(monkeypatch, value, expected):
+    if value is not None:
+        monkeypatch.setenv("GPUQ_TRIAL_MAX_STEP", value)
+    else:
+        monkeypatch.delenv("GPUQ_TRIAL_MAX_STEP", raising=False)
+    assert gpuq.trial_max_step() == expected
+
+
+def test_should_stop_at_the_trials_step_limit(tmp_path, monkeypatch):
+    from gpuq import _stop
+
+    monkeypatch.setattr(_stop, "_last_step", None)
+    monkeypatch.setattr(_stop, "_stop_requested", False)
+    monkeypatch.setenv("GPUQ_METRICS_FILE", str(tmp_path / "m.jsonl"))
+    monkeypatch.setenv("GPUQ_TRIAL_MAX_STEP", "3")
+    gpuq.log(step=2, loss=1.0)
+    assert not gpuq.should_stop()
+    gpuq.log(loss=0.5)  # no step: the limit is not reached by it
+    assert not gpuq.should_stop()
+    gpuq.log(step=3, loss=0.4)
+    assert gpuq.should_stop()
+
+
+def test_without_a_step_limit_logging_never_asks_to_stop(tmp_path, monkeypatch):
+    from gpuq import _stop
+
+    monkeypatch.setattr(_stop, "_last_step", None)
+    monkeypatch.setattr(_stop, "_stop_requested", False)
+    monkeypatch.delenv("GPUQ_TRIAL_MAX_STEP", raising=False)
+    monkeypatch.setenv("GPUQ_METRICS_FILE", str(tmp_path / "m.jsonl"))
+    gpuq.log(step=10**9, loss=1.0)
+    assert not gpuq.should_stop()

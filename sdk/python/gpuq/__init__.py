@@ -9,6 +9,7 @@ The daemon passes the job's context through environment variables:
 ``GPUQ_METRICS_FILE``    JSON-lines file read by ``gpuq`` for metrics
 ``GPUQ_CHECKPOINT_DIR``  directory kept across attempts, for checkpoints
 ``GPUQ_OUTPUT_DIR``      directory for the job's outputs
+``GPUQ_TRIAL_MAX_STEP``  a sweep trial's step limit for this attempt
 =======================  ==========================================================
 
 Outside gpuq everything still works: files go under ``./.gpuq/`` in the current directory.
@@ -39,6 +40,7 @@ from ._env import (
     job_id,
     output_dir,
     params,
+    trial_max_step,
 )
 from ._metrics import log
 from ._stop import install_stop_handler, should_stop
@@ -60,4 +62,5 @@ __all__ = [
     "output_dir",
     "params",
     "should_stop",
+    "trial_max_step",
 ]

@@ -15,6 +15,7 @@ ENV_PARAMS = "GPUQ_PARAMS"
 ENV_METRICS_FILE = "GPUQ_METRICS_FILE"
 ENV_CHECKPOINT_DIR = "GPUQ_CHECKPOINT_DIR"
 ENV_OUTPUT_DIR = "GPUQ_OUTPUT_DIR"
+ENV_TRIAL_MAX_STEP = "GPUQ_TRIAL_MAX_STEP"
 
 
 def inside_gpuq():
@@ -47,6 +48,23 @@ def attempt():
     except (TypeError, ValueError):
         return 1
     return n if n >= 1 else 1
+
+
+def trial_max_step():
+    """The step a sweep trial may train to in this attempt, or None (not a trial, or malformed).
+
+    A sweep runs a trial to its rung's step, pauses it there, and may later promote it
+    with a higher one: the trial resumes from its checkpoint and trains on. Once
+    :func:`gpuq.log` has recorded this step, :func:`gpuq.should_stop` is True.
+    """
+    value = getenv(ENV_TRIAL_MAX_STEP)
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        return None
+    return n if n >= 0 else None
 
 
 def params():

@@ -5,6 +5,7 @@ import math
 import os
 import time
 
+from . import _stop
 from ._env import metrics_file
 from ._util import warn_once
 
@@ -83,6 +84,7 @@ def log(step=None, **metrics):
         record = {}
         if step is not None:
             record["step"] = _to_json(step)
+            _stop.note_step(record["step"])
         for key, value in metrics.items():
             record[key] = _to_json(value)
         record["time"] = time.time()

@@ -10,6 +10,8 @@ import threading
 
 _stop_requested = False
 _installed = False
+# The highest step gpuq.log() recorded in this process (see should_stop).
+_last_step = None
 _lock = threading.Lock()
 
 
@@ -52,8 +54,18 @@ def install_stop_handler():
         return False
 
 
+def note_step(step):
+    """Called by gpuq.log() with each step it records."""
+    global _last_step
+    if isinstance(step, int) and not isinstance(step, bool):
+        if _last_step is None or step > _last_step:
+            _last_step = step
+
+
 def should_stop():
-    """True once gpuq asked the job to stop (SIGTERM or SIGUSR1 was received).
+    """True once gpuq asked the job to stop (SIGTERM or SIGUSR1 was received), or, in
+    a sweep trial, once :func:`gpuq.log` recorded the step the trial may train to in
+    this attempt (``GPUQ_TRIAL_MAX_STEP``, see :func:`gpuq.trial_max_step`).
 
     The first call installs the signal handlers (see :func:`install_stop_handler`); call it,
     or ``install_stop_handler()``, early in the program so that a signal arriving before the
@@ -61,4 +73,9 @@ def should_stop():
     """
     if not _installed:
         install_stop_handler()
-    return _stop_requested
+    if _stop_requested:
+        return True
+    from ._env import trial_max_step
+
+    limit = trial_max_step()
+    return limit is not None and _last_step is not None and _last_step >= limit
