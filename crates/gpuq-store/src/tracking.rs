@@ -727,6 +727,26 @@ impl Tracking {
             .optional()?)
     }
 
+    /// A run's user, without its params, tags or metrics (the check before every write).
+    pub fn run_user(&self, id: &str) -> TrackingResult<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT user FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// A job's user and state, read on this connection (a job token is checked
+    /// on every request without taking the scheduler's lock).
+    pub fn job_user_and_state(&self, job: JobId) -> TrackingResult<Option<(String, JobState)>> {
+        let row: Option<(String, String)> = self
+            .conn
+            .query_row("SELECT user, state FROM jobs WHERE id = ?1", [job], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        Ok(row.and_then(|(user, state)| Some((user, state.parse().ok()?))))
+    }
+
     /// The metric keys of a run.
     pub fn metric_keys(&self, run: &str) -> TrackingResult<Vec<String>> {
         let mut stmt = self

@@ -354,14 +354,17 @@ pub fn load_run(ctx: &AppState, id: &str) -> MlflowResult<RunRow> {
 /// A run the caller may write: their own (the daemon's own account may write
 /// any). An admin manages the queue but never writes as someone else, so an
 /// admin's token cannot put words, metrics or files in another user's run.
-pub fn writable_run(ctx: &AppState, caller: &Caller, id: &str) -> MlflowResult<RunRow> {
-    let run = load_run(ctx, id)?;
-    if caller.owner || caller.user == run.user {
-        return Ok(run);
+pub fn writable_run(ctx: &AppState, caller: &Caller, id: &str) -> MlflowResult<()> {
+    let user = ctx
+        .service
+        .with_tracking(|t| t.run_user(id))?
+        .ok_or_else(|| MlflowError::not_found(format!("Run with id={id} not found")))?;
+    if caller.owner || caller.user == user {
+        return Ok(());
     }
     Err(MlflowError::denied(format!(
-        "run {id} belongs to {}; only its user may change it, and you are {}",
-        run.user, caller.user
+        "run {id} belongs to {user}; only its user may change it, and you are {}",
+        caller.user
     )))
 }
 

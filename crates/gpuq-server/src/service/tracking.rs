@@ -94,12 +94,15 @@ impl Service {
     /// the job is queued or running (a token that leaks from a log dies with its job).
     pub fn job_token_caller(&self, presented: &str) -> Option<Caller> {
         let job = self.link.verify(presented)?;
-        let job = self.job(job).ok()?;
-        if job.state.is_terminal() {
+        let (user, state) = self
+            .with_tracking(|t| t.job_user_and_state(job))
+            .ok()
+            .flatten()?;
+        if state.is_terminal() {
             return None;
         }
         Some(Caller {
-            user: job.user,
+            user,
             admin: false,
             owner: false,
         })
