@@ -180,6 +180,38 @@ INSERT INTO runs (id, experiment_id, job_id, name, user, status, start_time, end
     SELECT CAST(j.id AS TEXT), COALESCE(e.id, 0), j.id, j.name, j.user, 'SCHEDULED', j.started_at, j.ended_at, j.submitted_at
     FROM jobs j LEFT JOIN experiments e ON e.name = j.project;
 "#,
+    // Sweeps and job arrays. A trial is an ordinary job linked by `trials`; the
+    // searcher's whole state is one JSON value, replaced in the same transaction
+    // as the jobs its decisions submit, so a killed daemon neither loses nor
+    // repeats a trial. An array's tasks are jobs sharing `array_id` (the first
+    // task's id); `array_limit` is how many of them may run at once.
+    r#"
+CREATE TABLE sweeps (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    name       TEXT NOT NULL,
+    user       TEXT NOT NULL,
+    project    TEXT,
+    state      TEXT NOT NULL,
+    reason     TEXT,
+    created_at INTEGER NOT NULL,
+    ended_at   INTEGER,
+    file       TEXT NOT NULL,
+    seed       INTEGER NOT NULL,
+    searcher   TEXT NOT NULL,
+    run_id     TEXT
+);
+CREATE TABLE trials (
+    sweep_id INTEGER NOT NULL REFERENCES sweeps (id),
+    trial    INTEGER NOT NULL,
+    job_id   INTEGER NOT NULL UNIQUE REFERENCES jobs (id),
+    max_step INTEGER NOT NULL,
+    PRIMARY KEY (sweep_id, trial)
+);
+ALTER TABLE jobs ADD COLUMN array_id INTEGER;
+ALTER TABLE jobs ADD COLUMN array_index INTEGER;
+ALTER TABLE jobs ADD COLUMN array_limit INTEGER;
+CREATE INDEX jobs_array ON jobs (array_id, array_index) WHERE array_id IS NOT NULL;
+"#,
 ];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is
