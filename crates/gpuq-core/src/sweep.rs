@@ -17,6 +17,7 @@ pub use searcher::{Decision, Searcher, Trial, TrialEnd, TrialId, TrialState};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// A sweep file: what to vary, what to optimise, and how to search.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,6 +94,49 @@ fn default_min_step() -> u64 {
 }
 fn default_eta() -> u64 {
     3
+}
+
+/// The most a sweep may use, by worst case: no trial starts or is promoted
+/// that could take the sweep past it. YAML `budget: {gpu_hours: 10}` or
+/// `budget: {dollars: 25}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SweepBudget {
+    GpuHours(f64),
+    Dollars(f64),
+}
+
+impl SweepBudget {
+    pub fn validate(&self) -> Result<(), SweepError> {
+        let (field, v) = match self {
+            SweepBudget::GpuHours(v) => ("budget.gpu_hours", *v),
+            SweepBudget::Dollars(v) => ("budget.dollars", *v),
+        };
+        if !v.is_finite() || v <= 0.0 {
+            return Err(invalid(field, format!("must be a number above 0, not {v}")));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for SweepBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SweepBudget::GpuHours(v) => write!(f, "{v} GPU-hours"),
+            SweepBudget::Dollars(v) => write!(f, "${v:.2}"),
+        }
+    }
+}
+
+/// How many more trial attempts fit in a budget by worst case: `left` is the
+/// budget less what was used and what running attempts could still use;
+/// `worst` is what one attempt could use (its GPUs times its time limit).
+pub fn attempts_within(left: f64, worst: f64) -> u32 {
+    if left.is_nan() || worst.is_nan() || left <= 0.0 || worst <= 0.0 {
+        return 0;
+    }
+    // A hair of slack so a budget of exactly n attempts admits n despite rounding.
+    (left / worst + 1e-9).floor().min(f64::from(u32::MAX)) as u32
 }
 
 /// A sweep file that cannot run, or an event the searcher cannot accept.

@@ -13,6 +13,7 @@
 //! Grid and random are the one-rung case: every trial trains to max_step.
 
 use super::{grid_points, sample, Goal, Parameter, SearcherKind, SweepError, SweepSpec};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -20,7 +21,8 @@ use std::collections::BTreeMap;
 /// A trial's number in its sweep: 0, 1, 2… in start order.
 pub type TrialId = u32;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum TrialState {
     /// Training towards its rung's step (a promoted trial is Running again,
     /// at the next rung).
@@ -51,7 +53,7 @@ pub enum TrialEnd {
     Cancelled,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trial {
     pub id: TrialId,
     pub params: BTreeMap<String, Value>,
@@ -78,7 +80,9 @@ pub enum Decision {
     Done,
 }
 
-#[derive(Debug, Clone)]
+/// Serializable as a whole: the daemon stores it after every decision and a
+/// restarted daemon goes on from exactly there.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Searcher {
     kind: SearcherKind,
     goal: Goal,
@@ -161,6 +165,46 @@ impl Searcher {
 
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    pub fn trial(&self, id: TrialId) -> Option<&Trial> {
+        self.trials.get(id as usize)
+    }
+
+    /// The step `trial` trains to now: its rung's step.
+    pub fn rung_step(&self, trial: TrialId) -> Option<u64> {
+        self.trial(trial).map(|t| self.rungs[t.rung.min(self.rungs.len() - 1)])
+    }
+
+    /// Where `trial` ranks among the results at `rung` (1 = best), and how
+    /// many results that rung has, for saying why a trial was stopped.
+    pub fn rank_at(&self, trial: TrialId, rung: usize) -> Option<(usize, usize)> {
+        let results = self.results.get(rung)?;
+        let mine = *results.iter().find(|r| r.0 == trial)?;
+        let better = results
+            .iter()
+            .filter(|r| rank(self.goal, **r, mine) == Ordering::Less)
+            .count();
+        Some((better + 1, results.len()))
+    }
+
+    /// The reduction factor: the top 1/eta of a rung is promoted.
+    pub fn eta(&self) -> u64 {
+        self.eta
+    }
+
+    /// Stops every paused trial and ends the search (a cancel or a spent
+    /// budget): the Stop decisions say which trials' jobs to release.
+    pub fn finish(&mut self) -> Vec<Decision> {
+        let mut out = Vec::new();
+        for t in &mut self.trials {
+            if t.state == TrialState::Paused {
+                t.state = TrialState::Stopped;
+                out.push(Decision::Stop { trial: t.id });
+            }
+        }
+        self.done = true;
+        out
     }
 
     fn running_trial(&mut self, trial: TrialId) -> Result<&mut Trial, SweepError> {

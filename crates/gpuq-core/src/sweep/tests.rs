@@ -605,3 +605,65 @@ proptest! {
         prop_assert_eq!(s.next(1), vec![Decision::Done]);
     }
 }
+
+#[test]
+fn a_stored_searcher_goes_on_exactly_where_it_stopped() {
+    let sp = asha(9, 3, 9);
+    let mut live = Searcher::new(&sp, 11).unwrap();
+    let first = live.next(3);
+    for (t, v) in [(0, 0.5), (1, 0.2)] {
+        live.on_trial_reported(t, 1, v).unwrap();
+    }
+    let json = serde_json::to_string(&live).unwrap();
+    let mut restored: Searcher = serde_json::from_str(&json).unwrap();
+    assert_eq!(restored.trials(), live.trials());
+    // The same decisions from here on, sampled params included.
+    let a: Vec<String> = live.next(2).iter().map(line).collect();
+    let b: Vec<String> = restored.next(2).iter().map(line).collect();
+    assert_eq!(a, b);
+    assert_eq!(first.len(), 3);
+    assert_eq!(live.trials()[3].params, restored.trials()[3].params);
+}
+
+#[test]
+fn rank_at_says_where_a_trial_stood_in_its_rung() {
+    let mut s = Searcher::new(&asha(9, 3, 9), 1).unwrap();
+    s.next(3);
+    for (t, v) in [(0, 0.5), (1, 0.2), (2, 0.9)] {
+        s.on_trial_reported(t, 1, v).unwrap();
+    }
+    assert_eq!(s.rank_at(1, 0), Some((1, 3)));
+    assert_eq!(s.rank_at(0, 0), Some((2, 3)));
+    assert_eq!(s.rank_at(2, 0), Some((3, 3)));
+    assert_eq!(s.rank_at(2, 1), None);
+    assert_eq!(s.rung_step(2), Some(1));
+}
+
+#[test]
+fn finish_stops_the_paused_trials_and_ends_the_search() {
+    let mut s = Searcher::new(&asha(9, 3, 9), 1).unwrap();
+    s.next(3);
+    s.on_trial_reported(0, 1, 0.5).unwrap();
+    s.on_trial_reported(1, 1, 0.4).unwrap();
+    let stops: Vec<String> = s.finish().iter().map(line).collect();
+    assert_eq!(stops, ["stop 0", "stop 1"]);
+    assert!(s.is_done());
+    assert_eq!(s.trials()[2].state, TrialState::Running);
+    assert_eq!(s.next(3), vec![Decision::Done]);
+}
+
+#[test]
+fn budget_admits_whole_attempts_only() {
+    assert_eq!(attempts_within(10.0, 1.0), 10);
+    assert_eq!(attempts_within(0.3 * 3.0, 0.3), 3);
+    assert_eq!(attempts_within(2.99, 1.0), 2);
+    assert_eq!(attempts_within(0.0, 1.0), 0);
+    assert_eq!(attempts_within(-1.0, 1.0), 0);
+    assert_eq!(attempts_within(f64::NAN, 1.0), 0);
+    assert_eq!(attempts_within(5.0, 0.0), 0);
+    assert!(SweepBudget::GpuHours(0.0).validate().is_err());
+    assert!(SweepBudget::Dollars(f64::INFINITY).validate().is_err());
+    let b: SweepBudget = serde_json::from_value(json!({"gpu_hours": 10})).unwrap();
+    assert_eq!(b, SweepBudget::GpuHours(10.0));
+    assert!(serde_json::from_value::<SweepBudget>(json!({"hours": 10})).is_err());
+}
