@@ -143,6 +143,28 @@ impl Client {
             .await
     }
 
+    pub async fn create_sweep(
+        &self,
+        req: &crate::sweep::SweepRequest,
+    ) -> Result<crate::sweep::SweepDetail, ApiError> {
+        self.json(self.http.post(self.url("/v1/sweeps")).json(req))
+            .await
+    }
+
+    pub async fn sweeps(&self) -> Result<Vec<crate::sweep::SweepSummary>, ApiError> {
+        self.json(self.http.get(self.url("/v1/sweeps"))).await
+    }
+
+    pub async fn sweep(&self, id: i64) -> Result<crate::sweep::SweepDetail, ApiError> {
+        self.json(self.http.get(self.url(&format!("/v1/sweeps/{id}"))))
+            .await
+    }
+
+    pub async fn cancel_sweep(&self, id: i64) -> Result<crate::sweep::SweepDetail, ApiError> {
+        self.json(self.http.post(self.url(&format!("/v1/sweeps/{id}/cancel"))))
+            .await
+    }
+
     pub async fn list(
         &self,
         states: &[JobState],

@@ -7,6 +7,7 @@ pub mod home;
 pub mod openapi;
 pub mod repro;
 pub mod spec_file;
+pub mod sweep;
 pub mod tracking;
 
 pub use client::{ApiError, Client, LogChunk};

@@ -12,6 +12,11 @@ const MAX_FLOW_DEPTH: usize = 16;
 
 /// Reads and checks a spec file; the error names the file, the field and the line.
 pub fn load(path: &Path) -> Result<JobSpec, String> {
+    parse(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A spec or sweep file's text, bounded.
+pub fn read(path: &Path) -> Result<String, String> {
     if !path.exists() {
         return Err(format!(
             "{}: no such spec file (a lone argument ending in .yaml, .yml or .json is read as a job spec)",
@@ -23,10 +28,25 @@ pub fn load(path: &Path) -> Result<JobSpec, String> {
     std::fs::File::open(path)
         .and_then(|f| f.take(MAX_SPEC_BYTES as u64 + 1).read_to_string(&mut text))
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    Ok(text)
 }
 
 pub fn parse(text: &str) -> Result<JobSpec, String> {
+    check_size_and_depth(text)?;
+    let spec: JobSpec = serde_yaml_ng::from_str(text).map_err(|e| {
+        let msg = e.to_string();
+        if msg.contains("unknown field") {
+            format!("{msg}; see docs/job-spec.schema.json for the fields")
+        } else {
+            msg
+        }
+    })?;
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(spec)
+}
+
+/// Refuses text too large or too deeply nested to parse safely.
+pub(crate) fn check_size_and_depth(text: &str) -> Result<(), String> {
     if text.len() > MAX_SPEC_BYTES {
         return Err(format!(
             "the spec is larger than {}, the most the daemon accepts; keep large data in files",
@@ -39,16 +59,7 @@ pub fn parse(text: &str) -> Result<JobSpec, String> {
             "brackets ([ or {{) nest {depth} deep; a job spec needs 2 or 3 and the limit is {MAX_FLOW_DEPTH}"
         ));
     }
-    let spec: JobSpec = serde_yaml_ng::from_str(text).map_err(|e| {
-        let msg = e.to_string();
-        if msg.contains("unknown field") {
-            format!("{msg}; see docs/job-spec.schema.json for the fields")
-        } else {
-            msg
-        }
-    })?;
-    spec.validate().map_err(|e| e.to_string())?;
-    Ok(spec)
+    Ok(())
 }
 
 /// How deep `[` and `{` nest, counting those in strings too (an upper bound).

@@ -15,6 +15,7 @@ mod repro_routes;
 mod routes;
 mod sampler;
 pub mod service;
+mod sweep_routes;
 mod tracking_routes;
 
 use anyhow::{bail, Context, Result};
@@ -84,6 +85,12 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/run", get(tracking_routes::run))
         .route("/v1/jobs/:id/repro", get(repro_routes::repro))
         .route("/v1/jobs/:id/rerun", post(repro_routes::rerun))
+        .route(
+            "/v1/sweeps",
+            post(sweep_routes::create).get(sweep_routes::list),
+        )
+        .route("/v1/sweeps/:id", get(sweep_routes::show))
+        .route("/v1/sweeps/:id/cancel", post(sweep_routes::cancel))
         .route("/v1/events", get(feed::events))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))

@@ -88,7 +88,10 @@ impl From<ServiceError> for ApiError {
                 },
                 mlflow: false,
             },
-            ServiceError::NoSuchJob(_) => Self::new(StatusCode::NOT_FOUND, e.to_string()),
+            ServiceError::NoSuchJob(_) | ServiceError::NotFound(_) => {
+                Self::new(StatusCode::NOT_FOUND, e.to_string())
+            }
+            ServiceError::Forbidden(_) => Self::new(StatusCode::FORBIDDEN, e.to_string()),
             ServiceError::Conflict(_) => Self::new(StatusCode::CONFLICT, e.to_string()),
             ServiceError::Quota(_) => Self::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
             ServiceError::Budget(_) => Self::new(StatusCode::PAYMENT_REQUIRED, e.to_string()),

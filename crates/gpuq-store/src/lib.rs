@@ -7,6 +7,7 @@
 mod feed;
 mod repro;
 mod schema;
+pub mod sweeps;
 pub mod tracking;
 
 use gpuq_core::cost::Micros;
@@ -97,6 +98,9 @@ pub struct AttemptEnd {
     pub event: String,
     /// The attempt's GPU figures, when telemetry saw it run.
     pub gpu_usage: Option<gpuq_core::telemetry::JobGpuUsage>,
+    /// Back in the queue held by this (a sweep trial paused at its rung, which
+    /// waits for promotion without holding a GPU); with a `Queued` next state only.
+    pub held_by: Option<String>,
 }
 
 /// An API token as listed (the secret itself is never stored).
@@ -179,33 +183,7 @@ impl Store {
                 });
             }
         }
-        let spec_json = serde_json::to_string(&new.spec).expect("spec serializes");
-        let env_json = serde_json::to_string(&new.env).expect("env serializes");
-        let id = self.write(|tx| {
-            tx.execute(
-                "INSERT INTO jobs (name, user, project, state, priority, gpus_requested, gpus, command, cwd, \
-                 attempt, submitted_at, spec, env, idempotency_key, repro) \
-                 VALUES (?1, ?2, ?3, 'queued', ?4, ?5, '[]', ?6, ?7, 0, ?8, ?9, ?10, ?11, ?12)",
-                params![
-                    new.spec.name,
-                    new.user,
-                    new.spec.project,
-                    priority_rank(new.spec.priority),
-                    new.spec.gpus,
-                    new.spec.display_command(),
-                    new.cwd,
-                    now,
-                    spec_json,
-                    env_json,
-                    new.idempotency_key,
-                    new.repro
-                ],
-            )?;
-            let id = tx.last_insert_rowid() as JobId;
-            insert_event(tx, now, id, "submitted", &format!("by {}", new.user))?;
-            tracking::insert_job_run(tx, id, &new.spec, &new.user, new.repro.as_deref(), now)?;
-            Ok(id)
-        })?;
+        let id = self.write(|tx| insert_job(tx, new, now))?;
         self.job(id)?.ok_or(StoreError::Corrupt {
             id,
             why: "vanished after insert".into(),
@@ -366,6 +344,12 @@ impl Store {
             )?;
             if !end.next_state.is_terminal() {
                 back_in_queue(tx, end.job)?;
+                if let Some(by) = &end.held_by {
+                    tx.execute(
+                        "UPDATE jobs SET held_by = ?2 WHERE id = ?1",
+                        params![end.job, by],
+                    )?;
+                }
             }
             insert_event(tx, now, end.job, &end.event, &format!("attempt {}: {}", end.attempt, end.reason))
         })
@@ -712,6 +696,35 @@ fn start_in(
 /// A job back in the queue holds no GPUs and has no running attempt: its last
 /// attempt's GPUs and start stay in its attempts, and a later end while queued
 /// (cancelled in its back-off) is not mistaken for a run that long.
+/// Inserts a queued job with its event and its tracked run.
+fn insert_job(tx: &Transaction<'_>, new: &NewJob, now: Millis) -> rusqlite::Result<JobId> {
+    let spec_json = serde_json::to_string(&new.spec).expect("spec serializes");
+    let env_json = serde_json::to_string(&new.env).expect("env serializes");
+    tx.execute(
+            "INSERT INTO jobs (name, user, project, state, priority, gpus_requested, gpus, command, cwd, \
+             attempt, submitted_at, spec, env, idempotency_key, repro) \
+             VALUES (?1, ?2, ?3, 'queued', ?4, ?5, '[]', ?6, ?7, 0, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                new.spec.name,
+                new.user,
+                new.spec.project,
+                priority_rank(new.spec.priority),
+                new.spec.gpus,
+                new.spec.display_command(),
+                new.cwd,
+                now,
+                spec_json,
+                env_json,
+                new.idempotency_key,
+                new.repro
+            ],
+        )?;
+    let id = tx.last_insert_rowid() as JobId;
+    insert_event(tx, now, id, "submitted", &format!("by {}", new.user))?;
+    tracking::insert_job_run(tx, id, &new.spec, &new.user, new.repro.as_deref(), now)?;
+    Ok(id)
+}
+
 fn back_in_queue(tx: &Transaction<'_>, job: JobId) -> rusqlite::Result<()> {
     tx.execute(
         "UPDATE jobs SET gpus = '[]', started_at = NULL WHERE id = ?1",

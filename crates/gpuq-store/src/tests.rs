@@ -54,6 +54,7 @@ fn a_job_goes_through_its_life_with_events() {
         eligible_at: None,
         event: "succeeded".into(),
         gpu_usage: None,
+        held_by: None,
     };
     store.finish_attempt(&end, 3000).unwrap();
     let done = store.job(1).unwrap().unwrap();
@@ -123,6 +124,7 @@ fn retry_requeues_and_the_next_attempt_counts_up() {
         eligible_at: Some(10),
         event: "retry".into(),
         gpu_usage: None,
+        held_by: None,
     };
     store.finish_attempt(&end, 2).unwrap();
     assert_eq!(store.job(1).unwrap().unwrap().state, JobState::Queued);

@@ -827,6 +827,79 @@ pub(crate) fn insert_job_run(
     Ok(())
 }
 
+/// The experiment of that name, made if missing (a sweep's, shared by sweeps of one name).
+pub(crate) fn experiment_named(
+    tx: &Transaction<'_>,
+    name: &str,
+    now: Millis,
+) -> rusqlite::Result<i64> {
+    let found = tx
+        .query_row("SELECT id FROM experiments WHERE name = ?1", [name], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?;
+    match found {
+        Some(id) => Ok(id),
+        None => insert_experiment(tx, name, now),
+    }
+}
+
+/// A sweep's parent run: no job of its own; its trials' runs point at it.
+pub(crate) fn insert_parent_run(
+    tx: &Transaction<'_>,
+    run: &str,
+    experiment: i64,
+    name: &str,
+    user: &str,
+    sweep: i64,
+    now: Millis,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO runs (id, experiment_id, job_id, name, user, status, start_time, created_at) \
+         VALUES (?1, ?2, NULL, ?3, ?4, 'RUNNING', ?5, ?5)",
+        params![run, experiment, name, user, now],
+    )?;
+    for (k, v) in [
+        ("mlflow.runName", name.to_string()),
+        ("mlflow.user", user.to_string()),
+        ("gpuq.sweep_id", sweep.to_string()),
+    ] {
+        tx.execute(
+            "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?1, ?2, ?3)",
+            params![run, k, v],
+        )?;
+    }
+    Ok(())
+}
+
+/// A trial's run (made with its job) moves into its sweep's experiment, under
+/// the sweep's run, as MLflow's own client nests runs (`mlflow.parentRunId`).
+pub(crate) fn make_child_run(
+    tx: &Transaction<'_>,
+    job: JobId,
+    experiment: i64,
+    parent: &str,
+    sweep: i64,
+    trial: u32,
+) -> rusqlite::Result<()> {
+    let id = job.to_string();
+    tx.execute(
+        "UPDATE runs SET experiment_id = ?2 WHERE id = ?1",
+        params![id, experiment],
+    )?;
+    for (k, v) in [
+        ("mlflow.parentRunId", parent.to_string()),
+        ("gpuq.sweep_id", sweep.to_string()),
+        ("gpuq.trial_id", trial.to_string()),
+    ] {
+        tx.execute(
+            "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?1, ?2, ?3)",
+            params![id, k, v],
+        )?;
+    }
+    Ok(())
+}
+
 fn insert_experiment(tx: &Transaction<'_>, name: &str, now: Millis) -> rusqlite::Result<i64> {
     tx.execute(
         "INSERT INTO experiments (name, artifact_location, created_at, updated_at) VALUES (?1, '', ?2, ?2)",

@@ -173,7 +173,8 @@ impl Searcher {
 
     /// The step `trial` trains to now: its rung's step.
     pub fn rung_step(&self, trial: TrialId) -> Option<u64> {
-        self.trial(trial).map(|t| self.rungs[t.rung.min(self.rungs.len() - 1)])
+        self.trial(trial)
+            .map(|t| self.rungs[t.rung.min(self.rungs.len() - 1)])
     }
 
     /// Where `trial` ranks among the results at `rung` (1 = best), and how

@@ -17,6 +17,7 @@ mod recovery;
 mod repro;
 mod scheduling;
 mod stop;
+mod sweep;
 mod tracking;
 mod usage;
 pub use tracking::TrackingLink;
@@ -58,6 +59,10 @@ pub enum ServiceError {
     BadSpec(#[from] SpecError),
     #[error("job {0} does not exist")]
     NoSuchJob(JobId),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
@@ -180,6 +185,8 @@ pub struct Service {
     link: tracking::TrackingLink,
     /// Held while a job's metrics file is read into the store.
     metrics_reader: Mutex<()>,
+    /// Held while a sweep takes a step: one searcher step at a time.
+    sweep_lock: Mutex<()>,
 }
 
 /// What the service needs besides its core parts.
@@ -265,6 +272,7 @@ impl Service {
             tracking: Mutex::new(extras.tracking),
             link: extras.link,
             metrics_reader: Mutex::new(()),
+            sweep_lock: Mutex::new(()),
             identity,
             config,
             inner: Mutex::new(inner),
@@ -324,30 +332,9 @@ impl Service {
         self.check_placeable(&spec)?;
         let mut env = req.env;
         env.extend(spec.env.clone());
-        let asked = req.user.trim();
-        let user = if asked.is_empty() || asked == caller.user {
-            caller.user.clone()
-        } else if self.identity.may_act_for(caller, asked) {
-            asked.to_string()
-        } else if caller.admin {
-            // An admin manages the queue; running code as another account is root's.
-            return Err(SpecError::new(
-                "user",
-                format!(
-                    "only the daemon's owner ({}) may submit jobs that run as another user; you are {}",
-                    self.identity.owner, caller.user
-                ),
-            )
-            .into());
-        } else {
-            caller.user.clone()
-        };
-        let account = self
-            .identity
-            .job_account(&user)
-            .map_err(|why| SpecError::new("user", why))?;
+        let user = self.submitter(&req.user, caller)?;
         let cwd = spec.cwd.clone().unwrap_or(req.cwd);
-        check_cwd(&cwd, account.as_ref())?;
+        self.check_cwd_of(&user, &cwd)?;
         let now = now_ms();
         self.check_budget(&user, &spec, now)?;
         let repro = repro::completed(req.repro, &spec, &cwd, &env);
@@ -406,6 +393,38 @@ impl Service {
         }
         self.notify_changed();
         Ok(job)
+    }
+
+    /// Whom a submit runs as: the caller, or the user it asks for when the
+    /// caller may act for them.
+    fn submitter(&self, asked: &str, caller: &Caller) -> Result<String, ServiceError> {
+        let asked = asked.trim();
+        if asked.is_empty() || asked == caller.user {
+            Ok(caller.user.clone())
+        } else if self.identity.may_act_for(caller, asked) {
+            Ok(asked.to_string())
+        } else if caller.admin {
+            // An admin manages the queue; running code as another account is root's.
+            Err(SpecError::new(
+                "user",
+                format!(
+                    "only the daemon's owner ({}) may submit jobs that run as another user; you are {}",
+                    self.identity.owner, caller.user
+                ),
+            )
+            .into())
+        } else {
+            Ok(caller.user.clone())
+        }
+    }
+
+    /// The job's directory must be one `user`'s account can enter.
+    fn check_cwd_of(&self, user: &str, cwd: &str) -> Result<(), ServiceError> {
+        let account = self
+            .identity
+            .job_account(user)
+            .map_err(|why| SpecError::new("user", why))?;
+        Ok(check_cwd(cwd, account.as_ref())?)
     }
 
     pub fn job(&self, id: JobId) -> Result<Job, ServiceError> {
@@ -642,7 +661,7 @@ impl Service {
 
     /// One try of `attempt_ended`; an error means nothing changed.
     fn end_attempt(
-        &self,
+        self: &Arc<Self>,
         id: JobId,
         attempt: u32,
         record: Option<&ExitRecord>,
@@ -655,7 +674,12 @@ impl Service {
         } else {
             self.job_dir(id).log_tail(attempt, LOG_TAIL_BYTES)
         };
+        // A sweep trial that reached its rung pauses rather than ends.
+        let pause = succeeded_or_requeue(record)
+            .then(|| self.trial_pause(id))
+            .flatten();
         let failure;
+        let is_trial;
         {
             let mut inner = self.lock();
             let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else {
@@ -680,6 +704,18 @@ impl Service {
                 now,
                 began: run.began,
             });
+            let mut out = out;
+            let mut held_by = None;
+            if let Some((hold, why)) = pause
+                .clone()
+                .filter(|_| matches!(out.next_state, JobState::Succeeded | JobState::Queued))
+            {
+                out.next_state = JobState::Queued;
+                out.reason = why;
+                out.event = "paused";
+                out.eligible_at = None;
+                held_by = Some(hold);
+            }
             let gpu_usage = Self::take_usage(&inner, &mut self.monitor(), id, now);
             let end = AttemptEnd {
                 job: id,
@@ -692,6 +728,7 @@ impl Service {
                 eligible_at: out.eligible_at,
                 event: out.event.to_string(),
                 gpu_usage,
+                held_by,
             };
             // On failure it stays running in memory: freeing GPUs the store still
             // shows as held would let two jobs share them.
@@ -721,6 +758,10 @@ impl Service {
                     inner.pending.insert(p.queue_key(), p);
                 }
             }
+            is_trial = pause.is_some() || inner.store.trial_of_job(id).ok().flatten().is_some();
+        }
+        if is_trial {
+            self.advance_sweep_of(id);
         }
         if let Some((user, oom, is_final, reason)) = failure {
             self.alert_failure(id, &user, oom, is_final, &reason);
@@ -754,6 +795,11 @@ fn check_cwd(cwd: &str, account: Option<&gpuq_exec::RunAs>) -> Result<(), SpecEr
         };
         SpecError::new("cwd", format!("cannot enter {cwd}: {why}"))
     })
+}
+
+/// An attempt that exited 0, or 75 (requeue me): a trial at its rung does either.
+fn succeeded_or_requeue(record: Option<&ExitRecord>) -> bool {
+    record.is_some_and(|r| matches!(r.exit_code, Some(0 | 75)) && r.signal.is_none())
 }
 
 /// The running set as the scheduler core sees it.

@@ -238,6 +238,7 @@ impl Service {
             eligible_at: None,
             event: event.into(),
             gpu_usage: None,
+            held_by: None,
         };
         inner.store.finish_attempt(&end, now)?;
         inner.running.remove(&id);

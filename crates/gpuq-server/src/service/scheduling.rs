@@ -252,6 +252,7 @@ impl Service {
         let launched = info.and_then(|info| {
             let mut env = info.env;
             self.add_tracking_env(id, &info.spec, &mut env);
+            self.add_sweep_env(id, &mut env);
             let spec = Arc::new(info.spec);
             let launch = Launch {
                 job: id,

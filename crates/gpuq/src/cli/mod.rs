@@ -32,6 +32,7 @@ mod show;
 mod show_repro;
 mod sim;
 mod submit;
+mod sweep;
 mod token;
 mod top;
 mod usage;
@@ -108,6 +109,8 @@ enum Command {
     Metrics(metrics::MetricsArgs),
     /// Jobs' runs side by side: params and final metrics, differences marked.
     Compare(compare::CompareArgs),
+    /// Hyperparameter sweeps: `gpuq sweep FILE`, `ls`, `show ID`, `cancel ID`.
+    Sweep(sweep::SweepArgs),
     /// Stop an idle node after a while (`gpuq autostop 30m`, `gpuq autostop off`).
     Autostop(autostop::AutostopArgs),
     /// Cron schedules (drain, undrain, recurring jobs) and their next runs.
@@ -212,6 +215,7 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Advise(args) => advise::run(&client, args).await,
         Command::Metrics(args) => metrics::run(&client, args).await,
         Command::Compare(args) => compare::run(&client, args).await,
+        Command::Sweep(args) => sweep::run(&client, args).await,
         Command::Prices(args) => prices::run(&client, args).await,
         Command::Autostop(args) => autostop::run(&client, args).await,
         Command::Schedules(args) => schedules::run(&client, args).await,

@@ -187,9 +187,8 @@ fn parse_duration(flag: &str, text: &str) -> Result<DurationSpec, CliError> {
         .map_err(|e| CliError::usage(format!("{flag}: {e}")))
 }
 
-/// Builds the request with the submitter's context and sends it.
-pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError> {
-    let spec = args.to_spec()?;
+/// The submitter's directory and environment (without GPUQ_*), as a submit sends them.
+pub fn submitter_context() -> Result<(String, BTreeMap<String, String>), CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| {
             CliError::usage(format!(
@@ -210,6 +209,13 @@ pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError>
         })
         .filter(|(k, _)| !k.starts_with("GPUQ_"))
         .collect();
+    Ok((cwd, env))
+}
+
+/// Builds the request with the submitter's context and sends it.
+pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError> {
+    let spec = args.to_spec()?;
+    let (cwd, env) = submitter_context()?;
     let repro = super::repro::capture_for(&spec, &cwd, args.no_repro);
     let req = SubmitRequest {
         spec,
