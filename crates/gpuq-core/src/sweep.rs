@@ -211,13 +211,24 @@ impl Parameter {
     }
 }
 
+/// The most trials one sweep may start, and run at once: the searcher's
+/// state (every trial's params and results) is stored after each decision.
+pub const MAX_TRIALS: u32 = 10_000;
+pub const MAX_CONCURRENT: u32 = 1_000;
+
 impl SearcherSpec {
     pub fn validate(&self) -> Result<(), SweepError> {
-        if self.max_trials == 0 {
-            return Err(invalid("searcher.max_trials", "must be at least 1"));
+        if self.max_trials == 0 || self.max_trials > MAX_TRIALS {
+            return Err(invalid(
+                "searcher.max_trials",
+                format!("must be 1 to {MAX_TRIALS}, not {}", self.max_trials),
+            ));
         }
-        if self.max_concurrent == 0 {
-            return Err(invalid("searcher.max_concurrent", "must be at least 1"));
+        if self.max_concurrent == 0 || self.max_concurrent > MAX_CONCURRENT {
+            return Err(invalid(
+                "searcher.max_concurrent",
+                format!("must be 1 to {MAX_CONCURRENT}, not {}", self.max_concurrent),
+            ));
         }
         if self.max_step == 0 {
             return Err(invalid("searcher.max_step", "must be at least 1"));

@@ -20,8 +20,9 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 /// Cases per endpoint: arbitrary bytes, then mutated valid requests.
-const CASES: [(&str, u32, u32); 6] = [
+const CASES: [(&str, u32, u32); 7] = [
     ("/v1/jobs", 400, 1200),
+    ("/v1/sweeps", 200, 500),
     ("/v1/tokens", 200, 400),
     ("/v1/autostop", 200, 400),
     ("/api/2.0/mlflow/runs/log-batch", 200, 600),
@@ -57,6 +58,23 @@ fn baseline(path: &str, run: &str) -> Value {
             },
             "cwd": "/tmp",
             "env": {"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
+            "user": ""
+        }),
+        "/v1/sweeps" => json!({
+            "spec": {"name": "fuzz", "command": ["true"], "gpus": 1, "time_limit": "1h", "cwd": "/tmp"},
+            "sweep": {
+                "parameters": {
+                    "lr": {"loguniform": [0.0001, 0.1]},
+                    "n": {"int": [1, 4]},
+                    "opt": {"choice": ["adam", "sgd"]}
+                },
+                "metric": {"name": "loss", "goal": "minimize"},
+                "searcher": {"name": "asha", "max_trials": 4, "max_concurrent": 2, "max_step": 9, "min_step": 1, "eta": 3}
+            },
+            "budget": {"gpu_hours": 2},
+            "seed": 7,
+            "cwd": "/tmp",
+            "env": {"PATH": "/usr/bin:/bin"},
             "user": ""
         }),
         "/v1/tokens" => json!({"user": "fuzzer"}),
@@ -287,6 +305,15 @@ fn fuzz_endpoint(d: &Daemon, path: &str, bytes: u32, mutated: u32, tally: &mut T
                     let id = reply.json().and_then(|v| v["id"].as_u64());
                     prop_assert!(id.is_some(), "accepted without an id: {}", reply.text());
                     tally.accepted_jobs.extend(id);
+                }
+                "/v1/sweeps" => {
+                    let jobs = reply.json().and_then(|v| {
+                        v["trials"]
+                            .as_array()
+                            .map(|t| t.iter().filter_map(|t| t["job"].as_u64()).collect::<Vec<_>>())
+                    });
+                    prop_assert!(jobs.is_some(), "accepted without trials: {}", reply.text());
+                    tally.accepted_jobs.extend(jobs.unwrap_or_default());
                 }
                 "/v1/tokens" => tally.accepted_tokens += 1,
                 _ => {}
