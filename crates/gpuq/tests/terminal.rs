@@ -157,7 +157,19 @@ fn every_command_ends_quietly_on_a_closed_pipe() {
     let id = d.submit(&["--name", "counter", "--", "seq", "1", "200000"]);
     assert_eq!(d.wait(id)["state"], "succeeded");
     let id = id.to_string();
-    let cases: [&[&str]; 8] = [
+    let sweep = tempfile::NamedTempFile::with_suffix(".yaml").unwrap();
+    std::fs::write(
+        sweep.path(),
+        "name: s\ncommand: ['true']\nparameters: {x: {uniform: [0, 1]}}\n\
+         metric: {name: loss, goal: minimize}\nsearcher: {name: random, max_trials: 2, max_step: 1}\n",
+    )
+    .unwrap();
+    let sweep_id = d.ok(&["sweep", &sweep.path().display().to_string()]);
+    let sweep_id = sweep_id.trim();
+    let cases: [&[&str]; 11] = [
+        &["sweep", "ls"],
+        &["sweep", "show", sweep_id],
+        &["sweep", "show", sweep_id, "--json"],
         &["ls"],
         &["ls", "--json"],
         &["show", &id],
