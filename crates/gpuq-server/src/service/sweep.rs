@@ -111,7 +111,7 @@ impl Service {
             if matches!(b, SweepBudget::Dollars(_)) && rate.is_none() {
                 return Err(SpecError::new(
                     "budget.dollars",
-                    "this daemon has no GPU prices (gpuq.toml [pricing]); use budget: {gpu_hours: N}",
+                    "this daemon has no GPU prices ([cost] in gpuq.toml); use budget: {gpu_hours: N}",
                 )
                 .into());
             }
