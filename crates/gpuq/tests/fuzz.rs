@@ -308,9 +308,11 @@ fn fuzz_endpoint(d: &Daemon, path: &str, bytes: u32, mutated: u32, tally: &mut T
                 }
                 "/v1/sweeps" => {
                     let jobs = reply.json().and_then(|v| {
-                        v["trials"]
-                            .as_array()
-                            .map(|t| t.iter().filter_map(|t| t["job"].as_u64()).collect::<Vec<_>>())
+                        v["trials"].as_array().map(|t| {
+                            t.iter()
+                                .filter_map(|t| t["job"].as_u64())
+                                .collect::<Vec<_>>()
+                        })
                     });
                     prop_assert!(jobs.is_some(), "accepted without trials: {}", reply.text());
                     tally.accepted_jobs.extend(jobs.unwrap_or_default());

@@ -134,10 +134,7 @@ fn asha_promotes_the_best_and_a_promoted_trial_resumes_from_its_checkpoint() {
     };
     let past_1 = 9 - at("stopped", 1);
     let past_3 = past_1 - at("stopped", 3);
-    assert!(
-        past_1 >= 3 && past_1 < 9,
-        "{past_1} went past step 1: {s:#}"
-    );
+    assert!((3..9).contains(&past_1), "{past_1} went past step 1: {s:#}");
     assert!(
         past_3 >= 1 && past_3 < past_1,
         "{past_3} went past step 3: {s:#}"

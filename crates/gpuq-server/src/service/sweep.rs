@@ -32,6 +32,9 @@ use std::sync::Arc;
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
 
+/// A sweep as stored: its row, its request, its searcher, its trials' jobs.
+type Loaded = (SweepRow, StoredSweep, Searcher, Vec<(TrialRow, Job)>);
+
 /// What the store keeps of a sweep request: the trials' job, resolved.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredSweep {
@@ -118,7 +121,7 @@ impl Service {
         }
         // Sampled params must be params a run can record.
         let mut probe = spec.clone();
-        for (k, _) in &req.sweep.parameters {
+        for k in req.sweep.parameters.keys() {
             probe.params.insert(k.clone(), serde_json::Value::from(0));
         }
         probe.validate()?;
@@ -191,10 +194,7 @@ impl Service {
         }
     }
 
-    fn load_sweep(
-        &self,
-        id: i64,
-    ) -> Result<(SweepRow, StoredSweep, Searcher, Vec<(TrialRow, Job)>), ServiceError> {
+    fn load_sweep(&self, id: i64) -> Result<Loaded, ServiceError> {
         let inner = self.lock();
         let row = inner
             .store
