@@ -39,6 +39,9 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::tracking::RunSummary>();
     gen.subschema_for::<crate::repro::ReproView>();
     gen.subschema_for::<crate::repro::RerunRequest>();
+    gen.subschema_for::<crate::sweep::SweepRequest>();
+    gen.subschema_for::<crate::sweep::SweepSummary>();
+    gen.subschema_for::<crate::sweep::SweepDetail>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -153,6 +156,34 @@ fn tracking_paths() -> Value {
             "summary": "The job's tracked run: experiment, status, params, tags and each metric's latest value",
             "parameters": [ id_param() ],
             "responses": with_errors("200", json_body(schema_ref("RunSummary"), "The run"))
+        }}
+    })
+}
+
+/// Sweeps (docs/sweeps.md).
+fn sweep_paths() -> Value {
+    let id = json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "integer" }, "description": "The sweep's id" });
+    json!({
+        "/v1/sweeps": {
+            "post": {
+                "summary": "Start a sweep: its trials are jobs of the caller's (or, for the daemon's owner, the named user's); the first trials are queued before it answers",
+                "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("SweepRequest") } } },
+                "responses": with_errors("201", json_body(schema_ref("SweepDetail"), "The sweep"))
+            },
+            "get": {
+                "summary": "Every sweep, newest first",
+                "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("SweepSummary") }), "Sweeps"))
+            }
+        },
+        "/v1/sweeps/{id}": { "get": {
+            "summary": "A sweep and its trials, best first: params, state, rung, last metric, GPU-hours and cost",
+            "parameters": [ id.clone() ],
+            "responses": with_errors("200", json_body(schema_ref("SweepDetail"), "The sweep"))
+        }},
+        "/v1/sweeps/{id}/cancel": { "post": {
+            "summary": "Cancel a sweep (its owner or an admin): no more trials; queued and paused trials are cancelled, running ones stopped",
+            "parameters": [ id ],
+            "responses": with_errors("200", json_body(schema_ref("SweepDetail"), "The sweep"))
         }}
     })
 }
@@ -352,6 +383,7 @@ pub fn document() -> Value {
         cost_paths(),
         tracking_paths(),
         repro_paths(),
+        sweep_paths(),
     ] {
         if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);

@@ -4,11 +4,12 @@
 use crate::tracking::MetricValue;
 use gpuq_core::sweep::{Metric, SearcherKind, SweepBudget, SweepSpec};
 use gpuq_core::{JobId, JobSpec, Millis};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `POST /v1/sweeps`
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SweepRequest {
     /// The trials' job: every job field; its `name` names the sweep.
     pub spec: JobSpec,
@@ -28,7 +29,7 @@ pub struct SweepRequest {
 }
 
 /// What a sweep has used: finished attempts' GPU-hours and cost.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, JsonSchema)]
 pub struct SweepUsage {
     pub gpu_hours: f64,
     /// With GPU prices configured.
@@ -36,7 +37,7 @@ pub struct SweepUsage {
     pub dollars: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BestTrial {
     pub trial: u32,
     pub job: JobId,
@@ -45,7 +46,7 @@ pub struct BestTrial {
 }
 
 /// A line of `gpuq sweep ls`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SweepSummary {
     pub id: i64,
     pub name: String,
@@ -74,7 +75,7 @@ pub struct SweepSummary {
 }
 
 /// One trial in `gpuq sweep show`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TrialInfo {
     pub trial: u32,
     pub job: JobId,
@@ -99,7 +100,7 @@ pub struct TrialInfo {
 }
 
 /// `GET /v1/sweeps/{id}`: trials best first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SweepDetail {
     #[serde(flatten)]
     pub summary: SweepSummary,

@@ -15,12 +15,13 @@ mod tests;
 pub use sample::{grid_points, grid_size, sample};
 pub use searcher::{Decision, Searcher, Trial, TrialEnd, TrialId, TrialState};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
 /// A sweep file: what to vary, what to optimise, and how to search.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
     /// Keyed by name; a BTreeMap so sampling and the grid order are stable.
@@ -30,7 +31,7 @@ pub struct SweepSpec {
 }
 
 /// One parameter's search space.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Parameter {
     /// Log-spaced real in [lo, hi): learning rates, weight decay.
@@ -46,21 +47,21 @@ pub enum Parameter {
 }
 
 /// The metric the trials report and the searcher ranks by.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Metric {
     pub name: String,
     pub goal: Goal,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Goal {
     Minimize,
     Maximize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearcherKind {
     Grid,
@@ -68,7 +69,7 @@ pub enum SearcherKind {
     Asha,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearcherSpec {
     pub name: SearcherKind,
@@ -99,7 +100,7 @@ fn default_eta() -> u64 {
 /// The most a sweep may use, by worst case: no trial starts or is promoted
 /// that could take the sweep past it. YAML `budget: {gpu_hours: 10}` or
 /// `budget: {dollars: 25}`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum SweepBudget {
     GpuHours(f64),
