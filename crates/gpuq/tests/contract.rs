@@ -50,6 +50,7 @@ for_each_backend!(
     a_job_keeps_running_across_a_daemon_kill_and_its_end_is_recorded,
     a_job_that_ends_while_the_daemon_is_down_gets_its_exit_code,
     the_time_limit_holds_across_a_daemon_kill,
+    an_asha_trial_pauses_at_its_rung_and_resumes_from_its_checkpoint,
 );
 
 /// Seconds from the epoch, as the job prints them with `date +%s.%N` after `tag`
@@ -531,6 +532,56 @@ fn exit_75_requeues_with_the_checkpoints_and_costs_no_retry(b: &Backend) {
         "attempt=1\n"
     );
     assert_eq!(d.log(id), "attempt=2\nresumed-from=step-100\n");
+}
+
+// ------------------------------------------- sweeps
+
+fn an_asha_trial_pauses_at_its_rung_and_resumes_from_its_checkpoint(b: &Backend) {
+    let d = b.start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sweep.yaml");
+    // A trial in sh: resumes from its checkpoint, logs val_loss = x for each
+    // step up to GPUQ_TRIAL_MAX_STEP, and exits 0 (paused at its rung).
+    let script = r#"start=$(cat "$GPUQ_CHECKPOINT_DIR/step" 2>/dev/null || echo 0)
+echo "attempt=$GPUQ_ATTEMPT start=$start max=$GPUQ_TRIAL_MAX_STEP"
+x=$(echo "$GPUQ_PARAMS" | sed 's/.*"x":\([0-9.e-]*\).*/\1/')
+for s in $(seq $((start + 1)) "$GPUQ_TRIAL_MAX_STEP"); do
+  echo "{\"step\": $s, \"val_loss\": $x}" >> "$GPUQ_METRICS_FILE"
+  echo "$s" > "$GPUQ_CHECKPOINT_DIR/step"
+done
+"#;
+    let yaml = serde_json::json!({
+        "name": "contract-sweep",
+        "run": script,
+        "gpus": 1,
+        "parameters": {"x": {"uniform": [0.0, 1.0]}},
+        "metric": {"name": "val_loss", "goal": "minimize"},
+        "searcher": {"name": "asha", "max_trials": 3, "max_concurrent": 2, "max_step": 3, "min_step": 1, "eta": 3},
+    });
+    std::fs::write(&file, yaml.to_string()).unwrap();
+    let id = d.ok(&["sweep", &file.display().to_string()]);
+    let id = id.trim();
+    let mut s = Value::Null;
+    let ended = eventually(b.job_within(Duration::from_secs(1)) * 4, || {
+        s = d.json(&["sweep", "show", id, "--json"]);
+        s["state"] != "running"
+    });
+    assert!(ended, "on {}: {s:#}\n{}", b.name, d.daemon_log_tail(40));
+    assert_eq!(s["state"], "done", "{s:#}");
+    let trials = s["trials"].as_array().unwrap();
+    let states: Vec<&str> = trials.iter().map(|t| t["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["completed", "stopped", "stopped"], "{s:#}");
+    // The best of three went on from where it paused, on whichever node it got.
+    let best = trials[0]["job"].as_u64().unwrap();
+    assert_eq!(
+        d.ok(&["logs", &best.to_string(), "--attempt", "2"]),
+        "attempt=2 start=1 max=3\n"
+    );
+    let lowest = trials
+        .iter()
+        .map(|t| t["params"]["x"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(trials[0]["params"]["x"].as_f64(), Some(lowest));
 }
 
 // ------------------------------------------- re-attach after a daemon kill
