@@ -569,7 +569,10 @@ done
     assert!(ended, "on {}: {s:#}\n{}", b.name, d.daemon_log_tail(40));
     assert_eq!(s["state"], "done", "{s:#}");
     let trials = s["trials"].as_array().unwrap();
-    let states: Vec<&str> = trials.iter().map(|t| t["state"].as_str().unwrap()).collect();
+    let states: Vec<&str> = trials
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
     assert_eq!(states, ["completed", "stopped", "stopped"], "{s:#}");
     // The best of three went on from where it paused, on whichever node it got.
     let best = trials[0]["job"].as_u64().unwrap();

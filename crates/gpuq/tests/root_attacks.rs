@@ -722,3 +722,78 @@ fn tracking_never_lets_root_follow_a_users_links_or_a_labmate_write_a_run() {
     let (code, _) = api(&d, &other, "PUT", &format!("{base}/mine/c.txt"), Some("x"));
     assert_eq!(code, 403);
 }
+
+fn sweep_body(user: &str, argv: &[&str]) -> String {
+    serde_json::json!({
+        "spec": { "name": "s", "command": argv, "gpus": 1 },
+        "sweep": {
+            "parameters": { "x": { "uniform": [0.0, 1.0] } },
+            "metric": { "name": "loss", "goal": "minimize" },
+            "searcher": { "name": "random", "max_trials": 2, "max_concurrent": 1, "max_step": 1 }
+        },
+        "cwd": "/tmp",
+        "env": { "PATH": "/usr/bin:/bin" },
+        "user": user,
+    })
+    .to_string()
+}
+
+#[test]
+fn a_sweep_runs_as_its_submitter_and_only_its_owner_or_an_admin_cancels_it() {
+    ensure_user(ADMIN);
+    ensure_user(MATE);
+    ensure_user(OTHER);
+    let d = shared_daemon(&admin_config());
+    let admin = token_for(&d, ADMIN);
+    let mate = token_for(&d, MATE);
+    let other = token_for(&d, OTHER);
+    // An admin cannot start a sweep whose trials run as root or as a labmate.
+    for user in ["root", MATE] {
+        let (code, body) = api(
+            &d,
+            &admin,
+            "POST",
+            "/v1/sweeps",
+            Some(&sweep_body(user, &["id", "-u"])),
+        );
+        assert_eq!(code, 400, "sweep as {user}: {body}");
+        assert!(body.contains("only the daemon's owner"), "{body}");
+    }
+    // Root's own sweep is refused like root's jobs.
+    let (code, body) = api(
+        &d,
+        &d.token(),
+        "POST",
+        "/v1/sweeps",
+        Some(&sweep_body("", &["id", "-u"])),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("allow_root_jobs"), "{body}");
+    assert_eq!(d.json(&["sweep", "ls", "--json"]), serde_json::json!([]));
+    assert_eq!(d.json(&["ls", "--json"]), serde_json::json!([]));
+    // A labmate asking for another user gets a sweep of their own.
+    let (code, body) = api(
+        &d,
+        &mate,
+        "POST",
+        "/v1/sweeps",
+        Some(&sweep_body(OTHER, &["sleep", "30"])),
+    );
+    assert_eq!(code, 201, "{body}");
+    let sweep: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(sweep["user"], MATE);
+    let id = sweep["id"].as_i64().unwrap();
+    let job = sweep["trials"][0]["job"].as_u64().unwrap();
+    assert_eq!(d.show(job)["user"], MATE);
+    // Another user may look but not cancel; an admin may cancel.
+    let (code, body) = api(&d, &other, "POST", &format!("/v1/sweeps/{id}/cancel"), None);
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("belongs to"), "{body}");
+    let (code, _) = api(&d, &other, "GET", &format!("/v1/sweeps/{id}"), None);
+    assert_eq!(code, 200);
+    let (code, body) = api(&d, &admin, "POST", &format!("/v1/sweeps/{id}/cancel"), None);
+    assert_eq!(code, 200, "{body}");
+    assert!(eventually(Duration::from_secs(30), || {
+        d.show(job)["state"] == "cancelled"
+    }));
+}
