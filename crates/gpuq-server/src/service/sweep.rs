@@ -194,7 +194,9 @@ impl Service {
         }
     }
 
-    fn load_sweep(&self, id: i64) -> Result<Loaded, ServiceError> {
+    /// `every_job`: all trials' jobs; else only those of trials the searcher
+    /// still waits on (running or paused), which is all a step needs.
+    fn load_sweep(&self, id: i64, every_job: bool) -> Result<Loaded, ServiceError> {
         let inner = self.lock();
         let row = inner
             .store
@@ -208,6 +210,12 @@ impl Service {
             serde_json::from_str(&row.searcher).map_err(|e| bad("searcher", e))?;
         let mut trials = Vec::new();
         for t in inner.store.sweep_trials(id)? {
+            let waited_on = searcher
+                .trial(t.trial)
+                .is_some_and(|s| !s.state.is_terminal());
+            if !(every_job || waited_on) {
+                continue;
+            }
             if let Some(job) = inner.store.job(t.job_id)? {
                 trials.push((t, job));
             }
@@ -275,7 +283,7 @@ impl Service {
     }
 
     fn try_advance(self: &Arc<Self>, id: i64) -> Result<(), ServiceError> {
-        let (row, file, mut searcher, trials) = self.load_sweep(id)?;
+        let (row, file, mut searcher, trials) = self.load_sweep(id, false)?;
         if row.state != gpuq_store::sweeps::SWEEP_RUNNING {
             return Ok(());
         }
@@ -491,7 +499,7 @@ impl Service {
         caller: &Caller,
     ) -> Result<SweepDetail, ServiceError> {
         let _one = self.sweep_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let (row, _file, mut searcher, trials) = self.load_sweep(id)?;
+        let (row, _file, mut searcher, trials) = self.load_sweep(id, true)?;
         if !(caller.admin || caller.user == row.user) {
             return Err(ServiceError::Forbidden(format!(
                 "sweep {id} belongs to {}; only its owner or an admin may cancel it, and you are {}",
@@ -539,7 +547,7 @@ impl Service {
     }
 
     pub fn sweep_detail(&self, id: i64) -> Result<SweepDetail, ServiceError> {
-        let (row, file, searcher, trials) = self.load_sweep(id)?;
+        let (row, file, searcher, trials) = self.load_sweep(id, true)?;
         let usage = self.lock().store.sweep_usage(id)?;
         let priced = self.pricing.rate(file.spec.gpus).is_some();
         let now = super::now_ms();
