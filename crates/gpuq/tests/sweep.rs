@@ -375,6 +375,22 @@ fn cancel_stops_running_trials_and_releases_paused_ones() {
         .unwrap()
         .iter()
         .any(|t| t["state"] == "paused")));
+    // A paused trial is the sweep's to resume, not a hold to release by hand.
+    let paused = show(&d, id)["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["state"] == "paused")
+        .map(|t| t["job"].to_string());
+    if let Some(job) = paused {
+        let out = d.gpuq(&["release", &job]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("paused at its rung"),
+            "{}",
+            stderr(&out)
+        );
+    }
     let out = d.ok(&["sweep", "cancel", &id.to_string()]);
     assert!(out.contains("cancelled sweep"), "{out}");
     let s = show(&d, id);

@@ -527,6 +527,14 @@ impl Service {
         if !hold && job.held_by.is_none() {
             return Err(ServiceError::Conflict(format!("job {id} is not held")));
         }
+        if let Some(t) = inner.store.trial_of_job(id)? {
+            if job.held_by.as_deref() == Some(gpuq_store::sweeps::pause_hold(t.sweep_id).as_str()) {
+                return Err(ServiceError::Conflict(format!(
+                    "job {id} is trial {} of sweep {}, paused at its rung: the sweep resumes it if it is promoted (gpuq sweep show {})",
+                    t.trial, t.sweep_id, t.sweep_id
+                )));
+            }
+        }
         inner.store.set_held(id, hold.then_some(by), by, now)?;
         if let Some(p) = inner.pending.values_mut().find(|p| p.id == id) {
             p.held = hold;
