@@ -53,7 +53,8 @@ pub struct Summary {
     pub reached: usize,
     pub compute_to_target_s: Option<Spread>,
     pub wall_to_target_s: Option<Spread>,
-    /// Mean compute to the target over random search's (None without both).
+    /// Mean compute to the target over random search's; None unless both
+    /// reached it in every run.
     pub compute_to_target_vs_random: Option<f64>,
     pub compute_s: Spread,
     pub wall_s: Spread,
@@ -283,11 +284,13 @@ fn of<'a>(runs: &'a [Run], name: &'a str) -> impl Iterator<Item = &'a Run> + 'a 
     runs.iter().filter(move |r| r.searcher == name)
 }
 
+/// The mean compute to the target, only when every run reached it: a mean
+/// over the lucky runs alone would flatter a searcher that often misses.
 fn mean_to_target(runs: &[Run], name: &str) -> Option<f64> {
-    let v: Vec<f64> = of(runs, name)
-        .filter_map(|r| r.target.map(|h| h.compute_s))
+    let v: Option<Vec<f64>> = of(runs, name)
+        .map(|r| r.target.map(|h| h.compute_s))
         .collect();
-    Spread::of(&v).map(|s| s.mean)
+    Spread::of(&v?).map(|s| s.mean)
 }
 
 fn summarize(
@@ -323,8 +326,8 @@ fn summarize(
         searcher: name,
         runs: mine.len(),
         reached: hits.len(),
-        compute_to_target_vs_random: match (compute_to_target_s, random) {
-            (Some(c), Some(r)) if r > 0.0 => Some(c.mean / r),
+        compute_to_target_vs_random: match (mean_to_target(runs, name), random) {
+            (Some(c), Some(r)) if r > 0.0 => Some(c / r),
             _ => None,
         },
         compute_to_target_s,
@@ -433,7 +436,7 @@ impl fmt::Display for Comparison {
         writeln!(f)?;
         writeln!(
             f,
-            "Means ± standard deviation [range] over the seeds; the to-target figures over the runs that reached it. \"vs random\": mean compute to target over random search's. \"best at X's compute\": the best value by the time the run had spent what X spent in all, in the same seed."
+            "Means ± standard deviation [range] over the seeds; the to-target figures over the runs that reached it. \"vs random\": mean compute to target over random search's, where both reached it in every run. \"best at X's compute\": the best value by the time the run had spent what X spent in all, in the same seed."
         )
     }
 }

@@ -324,6 +324,24 @@ fn compare_runs_every_searcher_on_the_same_seeds_side_by_side() {
         .map(|r| r.target.unwrap().compute_s)
         .collect();
     assert!(rs.iter().any(|&x| x != rs[0]), "{rs:?}");
+    // A target only the grid reaches: no ratio for the runs that missed.
+    let grid_only = compare(
+        &curves,
+        &SweepSimOptions {
+            seeds: 2,
+            ..opts(0.95)
+        },
+    )
+    .unwrap();
+    let ratios: Vec<_> = grid_only
+        .summaries
+        .iter()
+        .map(|s| (s.searcher, s.reached, s.compute_to_target_vs_random))
+        .collect();
+    assert_eq!(
+        ratios,
+        [("asha", 0, None), ("random", 0, None), ("grid", 2, None)]
+    );
     // Same options, same output.
     assert_eq!(compare(&curves, &o).unwrap(), c);
     let text = c.to_string();
