@@ -69,15 +69,15 @@ def grid_points():
     return points
 
 
-def record(config, max_step, dataset, metric):
+def record(config, max_step, dataset, metric, epochs_per_step):
     curve = []
 
-    def on_epoch(epoch, acc, loss, seconds):
+    def on_step(step, acc, loss, seconds):
         value = acc if metric == "val_acc" else loss
         value = round(value, 6) if math.isfinite(value) else None
-        curve.append([epoch, value, round(seconds, 5)])
+        curve.append([step, value, round(seconds, 5)])
 
-    train_digits.train(config, max_step, dataset, on_epoch=on_epoch, log=lambda m: None)
+    train_digits.train(config, max_step, dataset, on_step=on_step, log=lambda m: None, epochs_per_step=epochs_per_step)
     return curve
 
 
@@ -87,7 +87,8 @@ def main():
     ap.add_argument("--dataset", choices=train_digits.DATASETS, default="digits")
     ap.add_argument("--metric", choices=sorted(GOALS), default="val_acc")
     ap.add_argument("--configs", type=int, default=81, help="random configurations (default 81)")
-    ap.add_argument("--max-step", type=int, default=81, help="epochs per configuration (default 81)")
+    ap.add_argument("--max-step", type=int, default=81, help="steps per configuration (default 81)")
+    ap.add_argument("--epochs-per-step", type=int, default=1, help="epochs in one step (default 1)")
     ap.add_argument("--seed", type=int, default=1, help="seeds the draws of the configurations")
     ap.add_argument("--no-grid", action="store_true", help="skip the grid points")
     args = ap.parse_args()
@@ -104,7 +105,7 @@ def main():
         "metric": args.metric,
         "goal": GOALS[args.metric],
         "seconds": "process CPU seconds of the step (training + evaluation, torch.set_num_threads(1))",
-        "step": "one epoch",
+        "step": "one epoch" if args.epochs_per_step == 1 else "%d epochs" % args.epochs_per_step,
         "space": SPACE,
         "grid": None if args.no_grid else GRID,
         "seed": args.seed,
@@ -116,7 +117,7 @@ def main():
         f.write(json.dumps(header, sort_keys=True) + "\n")
         for i, (config, is_grid) in enumerate(configs):
             t0 = time.time()
-            curve = record(config, args.max_step, args.dataset, args.metric)
+            curve = record(config, args.max_step, args.dataset, args.metric, args.epochs_per_step)
             line = {"config": config, "curve": curve}
             if is_grid:
                 line["grid"] = True

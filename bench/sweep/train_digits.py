@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A sweep trial: a small PyTorch MLP on a dataset that scikit-learn ships.
 
-One step is one epoch. Every epoch logs ``gpuq.log(step=epoch, val_acc=..., val_loss=...)``.
+One step is one epoch (``--epochs-per-step`` for more). Every step logs ``gpuq.log(step=step, val_acc=..., val_loss=...)``.
 As a gpuq trial it takes its hyperparameters from ``gpuq.params()`` (GPUQ_PARAMS), trains to
 ``gpuq.trial_max_step()`` (GPUQ_TRIAL_MAX_STEP), checkpoints to ``gpuq.checkpoint_dir()``
 (GPUQ_CHECKPOINT_DIR) and resumes from there when promoted:
@@ -112,13 +112,15 @@ def evaluate(model, x, y):
     return acc, (loss if math.isfinite(loss) else float("nan"))
 
 
-def train(params, max_step, dataset="digits", ckpt_path=None, on_epoch=None, should_stop=None, log=print):
-    """Train to epoch ``max_step`` (or until ``should_stop()`` after an epoch), resuming from
-    ``ckpt_path`` when it exists and saving there at the end.
+def train(params, max_step, dataset="digits", ckpt_path=None, on_step=None, should_stop=None, log=print,
+          epochs_per_step=1):
+    """Train to step ``max_step`` (or until ``should_stop()`` after a step), resuming from
+    ``ckpt_path`` when it exists and saving there at the end. A step is ``epochs_per_step``
+    epochs (1 unless a step must cost more than starting the process: see README.md).
 
-    ``on_epoch(epoch, val_acc, val_loss, cpu_seconds)`` is called after each epoch, where
-    ``cpu_seconds`` is the process CPU time of that epoch (training and evaluation). Returns
-    the last epoch trained (or resumed at) and whether it stopped before ``max_step``.
+    ``on_step(step, val_acc, val_loss, cpu_seconds)`` is called after each step, where
+    ``cpu_seconds`` is the process CPU time of that step (training and evaluation). Returns
+    the last step trained (or resumed at) and whether it stopped before ``max_step``.
     """
     torch.set_num_threads(1)
     hp = resolve(params)
@@ -126,16 +128,22 @@ def train(params, max_step, dataset="digits", ckpt_path=None, on_epoch=None, sho
     torch.manual_seed(hp["seed"])
     model = make_model(x_tr.shape[1], classes, hp["layers"], hp["width"], hp["dropout"])
     opt = torch.optim.SGD(model.parameters(), lr=hp["lr"], momentum=0.9, weight_decay=hp["weight_decay"])
-    epoch, last = 0, None
+    step, last = 0, None
     if ckpt_path is not None and os.path.exists(ckpt_path):
         ckpt = torch.load(ckpt_path, weights_only=True)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         torch.set_rng_state(ckpt["torch_rng"])  # dropout masks go on as if never stopped
-        epoch, last = ckpt["epoch"], ckpt.get("last")
-        log("resumed from epoch %d; continuing at epoch %d" % (epoch, epoch + 1))
+        step, last = ckpt["step"], ckpt.get("last")
+        if ckpt.get("epochs_per_step", 1) != epochs_per_step:
+            raise SystemExit("the checkpoint was trained with %d epochs per step, not %d"
+                             % (ckpt.get("epochs_per_step", 1), epochs_per_step))
+        if step >= max_step:
+            log("resumed at step %d, the step limit (%d): nothing to train" % (step, max_step))
+        else:
+            log("resumed from step %d; continuing at step %d" % (step, step + 1))
     else:
-        log("starting at epoch 1: %s on %s" % (json.dumps(hp, sort_keys=True), dataset))
+        log("starting at step 1: %s on %s" % (json.dumps(hp, sort_keys=True), dataset))
 
     def checkpoint():
         if ckpt_path is not None:
@@ -143,62 +151,68 @@ def train(params, max_step, dataset="digits", ckpt_path=None, on_epoch=None, sho
                 "model": model.state_dict(),
                 "optimizer": opt.state_dict(),
                 "torch_rng": torch.get_rng_state(),
-                "epoch": epoch,
+                "step": step,
+                "epochs_per_step": epochs_per_step,
                 "last": last,
                 "params": hp,
             })
 
-    if epoch >= max_step and last is not None and on_epoch is not None:
+    if step >= max_step and last is not None and on_step is not None:
         # Already trained this far (the report may have been lost with the
         # previous attempt): report it again so the sweep sees its rung.
-        on_epoch(epoch, last[0], last[1], 0.0)
+        on_step(step, last[0], last[1], 0.0)
     stopped = False
     n = x_tr.shape[0]
-    while epoch < max_step:
+    while step < max_step:
         t0 = time.process_time()
-        # A permutation seeded by (trial seed, epoch) instead of a running
-        # generator: a resumed run sees exactly the batches it would have seen.
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(hp["seed"] * 1_000_003 + epoch))
-        for i in range(0, n, hp["batch_size"]):
-            idx = order[i:i + hp["batch_size"]]
-            loss = F.cross_entropy(model(x_tr[idx]), y_tr[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        epoch += 1
+        for k in range(epochs_per_step):
+            # A permutation seeded by (trial seed, epoch) instead of a running
+            # generator: a resumed run sees exactly the batches it would have seen.
+            seed = hp["seed"] * 1_000_003 + step * epochs_per_step + k
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+            for i in range(0, n, hp["batch_size"]):
+                idx = order[i:i + hp["batch_size"]]
+                loss = F.cross_entropy(model(x_tr[idx]), y_tr[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+        step += 1
         acc, vloss = evaluate(model, x_va, y_va)
         last = (acc, vloss)
-        if on_epoch is not None:
-            on_epoch(epoch, acc, vloss, time.process_time() - t0)
+        if on_step is not None:
+            on_step(step, acc, vloss, time.process_time() - t0)
         if should_stop is not None and should_stop():
-            stopped = epoch < max_step
+            stopped = step < max_step
             break
     checkpoint()
-    return epoch, stopped
+    return step, stopped
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--max-step", type=int, default=None, help="epochs to train to outside gpuq (default 27)")
+    ap.add_argument("--max-step", type=int, default=None, help="step to train to outside gpuq (default 27)")
     ap.add_argument("--params", default=None, help="JSON object of hyperparameters (default: gpuq.params())")
     ap.add_argument("--dataset", choices=DATASETS, default="digits")
+    ap.add_argument("--epochs-per-step", type=int, default=1, help="epochs in one step (default 1)")
     args = ap.parse_args()
-    gpuq.install_stop_handler()  # SIGTERM now sets a flag; the epoch ends, then we save
+    gpuq.install_stop_handler()  # SIGTERM now sets a flag; the step ends, then we save
     params = json.loads(args.params) if args.params else gpuq.params()
     limit = gpuq.trial_max_step()
     max_step = limit if limit is not None else (args.max_step if args.max_step is not None else 27)
 
-    def on_epoch(epoch, acc, vloss, seconds):
-        gpuq.log(step=epoch, val_acc=acc, val_loss=vloss)
-        print("epoch %d val_acc %.4f val_loss %.4f (%.3f cpu s)" % (epoch, acc, vloss, seconds), flush=True)
+    def on_step(step, acc, vloss, seconds):
+        gpuq.log(step=step, val_acc=acc, val_loss=vloss)
+        print("step %d val_acc %.4f val_loss %.4f (%.3f cpu s)" % (step, acc, vloss, seconds), flush=True)
 
     ckpt = str(gpuq.checkpoint_dir() / "ckpt.pt")
-    epoch, stopped = train(params, max_step, args.dataset, ckpt, on_epoch, gpuq.should_stop,
-                           log=lambda m: print(m, flush=True))
+    if args.epochs_per_step < 1:
+        ap.error("--epochs-per-step must be at least 1")
+    step, stopped = train(params, max_step, args.dataset, ckpt, on_step, gpuq.should_stop,
+                           log=lambda m: print(m, flush=True), epochs_per_step=args.epochs_per_step)
     if stopped:
-        print("stop requested at epoch %d: checkpoint saved, exiting %d" % (epoch, EXIT_REQUEUE), flush=True)
+        print("stop requested at step %d: checkpoint saved, exiting %d" % (step, EXIT_REQUEUE), flush=True)
         sys.exit(EXIT_REQUEUE)
-    print("reached epoch %d: checkpoint saved" % epoch, flush=True)
+    print("reached step %d: checkpoint saved" % step, flush=True)
 
 
 if __name__ == "__main__":
