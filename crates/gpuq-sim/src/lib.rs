@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod engine;
 pub mod report;
 pub mod spot;
+pub mod sweep;
 pub mod trace;
 
 pub use cluster::{Cluster, ClusterError, NodeGroup};

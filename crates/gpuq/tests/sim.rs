@@ -130,3 +130,100 @@ fn the_spot_evaluation_refuses_data_that_cannot_hold_its_setting() {
     let missing = sim(&["--spot", "/nonexistent"]);
     assert_eq!(missing.status.code(), Some(2));
 }
+
+#[test]
+fn the_sweep_replay_compares_the_searchers_over_the_recorded_curves() {
+    let curves = repo_root().join("bench/sweep/digits_curves.jsonl");
+    let curves = curves.to_str().unwrap();
+    let out = sim(&[
+        "--sweep",
+        curves,
+        "--target",
+        "0.97",
+        "--workers",
+        "2",
+        "--seeds",
+        "3",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["goal"], "maximize", "the goal comes from the header");
+    let names: Vec<&str> = report["summaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["searcher"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["asha", "random", "grid"]);
+    assert!(report["summaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["runs"] == 3));
+    let text = sim(&["--sweep", curves, "--target", "0.97", "--seeds", "2"]);
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    assert!(
+        text.contains("| asha |") && text.contains("compute to target"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_sweep_input_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"config\": {}, \"curve\": [[1, 0.5, 1]]}\n{\"config\": {}, \"curve\": [[1, 0.5]]}\n",
+    )
+    .unwrap();
+    let good = dir.path().join("good.jsonl");
+    std::fs::write(&good, "{\"config\": {}, \"curve\": [[1, 0.5, 1]]}\n").unwrap();
+    let (bad, good) = (bad.to_str().unwrap(), good.to_str().unwrap());
+    for (args, want) in [
+        (
+            vec!["--sweep", "/nonexistent/curves.jsonl", "--target", "1"],
+            "--sweep /nonexistent/curves.jsonl: No such file",
+        ),
+        (
+            vec!["--sweep", bad, "--target", "1", "--goal", "maximize"],
+            "line 2: curve[0]: must be [step, value, seconds]",
+        ),
+        (
+            vec!["--sweep", good, "--target", "1", "--goal", "up"],
+            "--goal \"up\": write maximize or minimize",
+        ),
+        (
+            vec!["--sweep", good, "--target", "1"],
+            "the header names no goal",
+        ),
+        (
+            vec!["--sweep", good, "--goal", "maximize"],
+            "--sweep needs --target",
+        ),
+        (
+            vec![
+                "--sweep",
+                good,
+                "--target",
+                "1",
+                "--goal",
+                "minimize",
+                "--max-step",
+                "4",
+            ],
+            "--max-step: 4, but the curve on line 1 ends at step 1",
+        ),
+        (vec!["--target", "1"], "--sweep"),
+    ] {
+        let out = sim(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -1,5 +1,8 @@
 //! `gpuq sim TRACE`: replay a job trace through the scheduler core on a virtual
-//! clock (no daemon), or `--spot DIR`: the spot-versus-on-demand evaluation.
+//! clock (no daemon), or `--spot DIR`: the spot-versus-on-demand evaluation,
+//! or `--sweep CURVES`: the sweep searchers over recorded learning curves.
+
+mod sweep;
 
 use super::{CliError, CmdResult};
 use gpuq_sim::{PolicyName, SimOptions};
@@ -25,8 +28,14 @@ pub struct SimArgs {
     /// Evaluate the spot policies on a spot-availability trace directory instead.
     #[arg(long)]
     spot: Option<std::path::PathBuf>,
+    /// Replay ASHA, random and grid search over a learning-curves file instead (JSON lines, see bench/sweep/README.md).
+    #[arg(long, value_name = "CURVES", conflicts_with_all = ["trace", "spot"])]
+    sweep: Option<std::path::PathBuf>,
     #[arg(long)]
     json: bool,
+    // Last: its help heading holds for every argument after it.
+    #[command(flatten)]
+    sweep_args: sweep::SweepArgs,
 }
 
 #[derive(Deserialize, Default)]
@@ -40,6 +49,9 @@ struct WhatIf {
 }
 
 pub fn run(args: SimArgs) -> CmdResult {
+    if let Some(curves) = &args.sweep {
+        return sweep::run(curves, &args.sweep_args, args.json);
+    }
     if let Some(dir) = &args.spot {
         let report =
             gpuq_sim::spot::evaluate(dir).map_err(|e| CliError::usage(format!("--spot: {e}")))?;
@@ -53,10 +65,9 @@ pub fn run(args: SimArgs) -> CmdResult {
         }
         return Ok(0);
     }
-    let path = args
-        .trace
-        .as_ref()
-        .ok_or_else(|| CliError::usage("give a trace file (gpuq sim TRACE), or --spot DIR"))?;
+    let path = args.trace.as_ref().ok_or_else(|| {
+        CliError::usage("give a trace file (gpuq sim TRACE), or --spot DIR, or --sweep CURVES")
+    })?;
     let what_if: WhatIf = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
