@@ -97,11 +97,11 @@ def start_daemon(home, workers, binary):
 def sweep_file(path, name, searcher, parameters, args):
     spec = {
         "name": name,
-        "command": [args.python, os.path.join(HERE, "train_digits.py")],
+        "command": [args.python, os.path.join(HERE, "train_digits.py"),
+                    "--epochs-per-step", str(args.epochs_per_step)],
         "gpus": 1,
         "cwd": HERE,
         "env": {"PYTHONPATH": os.path.join(ROOT, "sdk", "python"), "OMP_NUM_THREADS": "1"},
-        "params": {"epochs_per_step": args.epochs_per_step},
         "parameters": parameters,
         "metric": {"name": "val_acc", "goal": "maximize"},
         "searcher": {
