@@ -266,13 +266,16 @@ impl JsonSchema for ArraySpec {
     }
     fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
         let mut s = schemars::schema::SchemaObject {
-            instance_type: Some(schemars::schema::InstanceType::String.into()),
+            instance_type: Some(schemars::schema::SingleOrVec::Vec(vec![
+                schemars::schema::InstanceType::String,
+                schemars::schema::InstanceType::Integer,
+            ])),
             ..Default::default()
         };
         s.metadata().description = Some(format!(
             "A job array, in Slurm's syntax: indices and ranges (`0-99`, `1,3,5-7`, `0-99:2` for every \
-             second), then optionally `%N`, the most tasks running at once. Indices 0 to {MAX_INDEX}, \
-             at most {MAX_TASKS} tasks."
+             second), then optionally `%N`, the most tasks running at once; an integer is one index. \
+             Indices 0 to {MAX_INDEX}, at most {MAX_TASKS} tasks."
         ));
         s.metadata().examples = vec!["0-99%8".into(), "1,3,5-7".into()];
         s.into()

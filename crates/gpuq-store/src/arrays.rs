@@ -217,6 +217,23 @@ impl Store {
         Ok(jobs)
     }
 
+    /// Puts ended jobs back in the queue, each with a fresh retry budget, in one
+    /// transaction (as [`Store::requeue_ended`] does one).
+    pub fn requeue_ended_many(&mut self, jobs: &[JobId], by: &str, now: Millis) -> Result<()> {
+        self.write(|tx| {
+            for &job in jobs {
+                tx.prepare_cached(
+                    "UPDATE jobs SET state = 'queued', failures = 0, eligible_at = NULL, ended_at = NULL, \
+                     reason = ?2 WHERE id = ?1",
+                )?
+                .execute(params![job, format!("requeued by {by}")])?;
+                super::back_in_queue(tx, job)?;
+                insert_event(tx, now, job, "requeued", &format!("by {by}"))?;
+            }
+            Ok(())
+        })
+    }
+
     /// Holds (`held_by: Some(user)`) or releases (`None`) queued jobs, in one
     /// transaction; `by` asked for it.
     pub fn set_held_many(

@@ -61,6 +61,10 @@ pub struct SubmitArgs {
     /// Nodes for a multi-node job (Slurm backend); --gpus is then per node.
     #[arg(long)]
     nodes: Option<u32>,
+    /// A job array: one task per index, each with GPUQ_ARRAY_INDEX, under one id;
+    /// %N runs at most N at once, e.g. 0-99%8, 1,3,5-7, 0-99:2 (every second).
+    #[arg(long, value_name = "INDICES[%N]")]
+    array: Option<String>,
     /// Do not record the code and interpreter it is submitted from (also GPUQ_NO_REPRO=1).
     #[arg(long)]
     no_repro: bool,
@@ -162,6 +166,12 @@ impl SubmitArgs {
         if self.nodes.is_some() {
             spec.nodes = self.nodes;
         }
+        if let Some(a) = &self.array {
+            spec.array = Some(
+                a.parse()
+                    .map_err(|e| CliError::usage(format!("--array: {e}")))?,
+            );
+        }
         spec.validate()
             .map_err(|e| CliError::usage(e.to_string()))?;
         Ok(spec)
@@ -224,10 +234,12 @@ pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError>
 
 pub async fn run(client: &Client, args: SubmitArgs) -> CmdResult {
     let job = submit(client, &args).await?;
-    if args.json {
-        super::output::print_json(&job);
-    } else {
-        outln!("{}", job.id);
+    match job.array_id {
+        // An array: its id (its first task's); --json gives the array and its tasks.
+        Some(array) if args.json => super::output::print_json(&client.array(array, true).await?),
+        Some(array) => outln!("{array}"),
+        None if args.json => super::output::print_json(&job),
+        None => outln!("{}", job.id),
     }
     Ok(0)
 }
