@@ -151,6 +151,15 @@ impl Store {
         Ok(jobs)
     }
 
+    /// The job ids of array `array`'s tasks, by index; empty when it is not an array.
+    pub fn array_task_ids(&self, array: JobId) -> Result<Vec<JobId>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id FROM jobs WHERE array_id = ?1 ORDER BY array_index")?;
+        let rows = stmt.query_map([array], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Task `index` of array `array`.
     pub fn array_task(&self, array: JobId, index: u32) -> Result<Option<Job>> {
         let sql = format!(

@@ -380,3 +380,32 @@ fn a_killed_daemon_keeps_the_limit_and_runs_no_task_twice() {
     assert!(most_at_once(&all) <= 2, "more than 2 at once across the restart: {lines:?}");
     assert!(tasks(&d, id).iter().all(|t| t["state"] == "succeeded"));
 }
+
+#[test]
+fn after_an_array_waits_for_every_task_and_after_id_k_for_one() {
+    let d = Daemon::start("sim:2");
+    let id = d.submit(&["--array", "0-2%1", "--", "sleep", "0.4"]);
+    let after_all = d.submit(&["--after", &id.to_string(), "--", "true"]);
+    let after_one = d.submit(&["--after", &format!("{id}.0"), "--", "true"]);
+    let why = d.ok(&["explain", &after_all.to_string()]);
+    assert!(why.contains(&format!("waits for task {id}.0 to succeed")), "{why}");
+    let (status, all) = d.wait_within(after_all, Duration::from_secs(30));
+    assert_eq!(status, Some(0), "{all}");
+    let (status, one) = d.wait_within(after_one, Duration::from_secs(30));
+    assert_eq!(status, Some(0), "{one}");
+    let ts = tasks(&d, id);
+    let ended = |k: usize| ts[k]["ended_at"].as_i64().unwrap();
+    assert!(all["started_at"].as_i64().unwrap() >= ended(2), "after the last task: {all} {ts:?}");
+    assert!(one["started_at"].as_i64().unwrap() >= ended(0), "after task 0: {one}");
+
+    // A task that fails fails what waits for the array.
+    let bad = d.submit(&["--array", "0-1", "--", "sh", "-c", "exit $GPUQ_ARRAY_INDEX"]);
+    let dep = d.submit(&["--after", &bad.to_string(), "--", "true"]);
+    let (status, dep) = d.wait_within(dep, Duration::from_secs(30));
+    assert_ne!(status, Some(0));
+    assert_eq!(dep["state"], "failed", "{dep}");
+    assert!(dep["reason"].as_str().unwrap().contains("failed"), "{dep}");
+    let out = d.gpuq(&["submit", "--after", "99.1", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--after 99.1: array 99 does not exist"), "{}", stderr(&out));
+}

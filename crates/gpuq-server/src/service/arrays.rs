@@ -68,6 +68,26 @@ pub fn detail_of(tasks: Vec<Job>, with_tasks: bool) -> Option<ArrayDetail> {
     })
 }
 
+/// `after` an array's id waits for every task of the array (Slurm's
+/// `afterok` on an array job): the id is replaced by its tasks' ids.
+pub(super) fn after_whole_arrays(
+    store: &gpuq_store::Store,
+    mut spec: JobSpec,
+) -> Result<JobSpec, ServiceError> {
+    if spec.after.is_empty() {
+        return Ok(spec);
+    }
+    let mut after = Vec::with_capacity(spec.after.len());
+    let mut seen = HashSet::new();
+    for &dep in &spec.after {
+        let tasks = store.array_task_ids(dep)?;
+        let deps = if tasks.is_empty() { vec![dep] } else { tasks };
+        after.extend(deps.into_iter().filter(|d| seen.insert(*d)));
+    }
+    spec.after = after;
+    Ok(spec)
+}
+
 impl Service {
     /// Refuses an array larger than the config allows (`[scheduler] max_array_tasks`).
     pub(super) fn check_array(&self, spec: &JobSpec) -> Result<(), ServiceError> {

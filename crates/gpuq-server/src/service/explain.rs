@@ -85,7 +85,11 @@ impl Service {
                     .get(dep)
                     .map(|s| s.to_string())
                     .unwrap_or_else(|| "unknown".into());
-                format!("waits for job {dep} to succeed (it is {state})")
+                let dep = match inner.store.job(*dep)? {
+                    Some(j) if j.array_id.is_some() => format!("task {}", j.reference()),
+                    _ => format!("job {dep}"),
+                };
+                format!("waits for {dep} to succeed (it is {state})")
             }
             WaitReason::Held => {
                 let job = inner.store.job(id)?;

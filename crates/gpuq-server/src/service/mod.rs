@@ -386,6 +386,7 @@ impl Service {
                     )));
                 }
             }
+            let spec = arrays::after_whole_arrays(&inner.store, spec)?;
             for dep in &spec.after {
                 if !inner.states.contains_key(dep) {
                     return Err(SpecError::new("after", format!("job {dep} does not exist")).into());

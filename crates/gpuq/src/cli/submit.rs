@@ -52,9 +52,10 @@ pub struct SubmitArgs {
     /// Working directory [default: the current directory].
     #[arg(long)]
     cwd: Option<String>,
-    /// Start only after job ID succeeded (repeatable).
+    /// Start only after job ID succeeded (repeatable); an array's ID: all its
+    /// tasks, ID.K: task K.
     #[arg(long = "after", value_name = "ID")]
-    after: Vec<u64>,
+    after: Vec<String>,
     /// May be stopped and requeued for higher-priority work.
     #[arg(long)]
     preemptible: bool,
@@ -161,7 +162,14 @@ impl SubmitArgs {
                 std::path::absolute(c).map_err(|e| CliError::usage(format!("--cwd {c:?}: {e}")))?;
             spec.cwd = Some(abs.to_string_lossy().into_owned());
         }
-        spec.after.extend(self.after.iter().copied());
+        for a in &self.after {
+            // ID.K is resolved by `submit`, which asks the daemon for the task's job.
+            if let gpuq_core::JobRef::Job(id) = super::arrays::parse_ref(a)
+                .map_err(|e| CliError::usage(format!("--after: {}", e.message)))?
+            {
+                spec.after.push(id);
+            }
+        }
         spec.preemptible |= self.preemptible;
         if self.nodes.is_some() {
             spec.nodes = self.nodes;
@@ -199,7 +207,19 @@ fn parse_duration(flag: &str, text: &str) -> Result<DurationSpec, CliError> {
 
 /// Builds the request with the submitter's context and sends it.
 pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError> {
-    let spec = args.to_spec()?;
+    let mut spec = args.to_spec()?;
+    for a in &args.after {
+        if let Ok(gpuq_core::JobRef::Task { array, index }) = a.parse() {
+            let task = client.array_task(array, index).await.map_err(|e| {
+                let e = CliError::from(e);
+                CliError {
+                    message: format!("--after {a}: {}", e.message),
+                    ..e
+                }
+            })?;
+            spec.after.push(task.id);
+        }
+    }
     let cwd = std::env::current_dir()
         .map_err(|e| {
             CliError::usage(format!(
