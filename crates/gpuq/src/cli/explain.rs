@@ -87,10 +87,11 @@ async fn explain_array(client: &Client, id: u64, json: bool) -> CmdResult {
         } else {
             ("tasks", plural_verb(&why))
         };
-        outln!(
-            "  {noun} {id}.[{}] {verb_fix}",
-            gpuq_core::array::compact(&indices)
-        );
+        let which = match indices.as_slice() {
+            [k] => format!("{id}.{k}"),
+            many => format!("{id}.[{}]", gpuq_core::array::compact(many)),
+        };
+        outln!("  {noun} {which} {verb_fix}");
     }
     Ok(0)
 }

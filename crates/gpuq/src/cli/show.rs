@@ -216,7 +216,10 @@ async fn show_array(client: &Client, id: u64, json: bool) -> CmdResult {
     for (state, indices) in by_state {
         row(
             state.as_str(),
-            format!("{id}.[{}]", gpuq_core::array::compact(&indices)),
+            match indices.as_slice() {
+                [k] => format!("{id}.{k}"),
+                many => format!("{id}.[{}]", gpuq_core::array::compact(many)),
+            },
         );
     }
     let failed: Vec<&gpuq_core::Job> = tasks
