@@ -49,19 +49,23 @@ fn detail(
     id: JobId,
     with_tasks: bool,
 ) -> ApiResult<ArrayDetail> {
+    if !with_tasks {
+        return ctx
+            .service
+            .array_summary(id)?
+            .ok_or_else(|| not_an_array(ctx, id));
+    }
     let now = gpuq_api::home::now_ms();
     let tasks: Vec<Job> = ctx
         .service
         .array_tasks(id)?
         .into_iter()
         .map(|mut t| {
-            if with_tasks {
-                ctx.service.add_live_state(&mut t, now);
-            }
+            ctx.service.add_live_state(&mut t, now);
             redact(t, caller)
         })
         .collect();
-    detail_of(tasks, with_tasks).ok_or_else(|| not_an_array(ctx, id))
+    detail_of(tasks, true).ok_or_else(|| not_an_array(ctx, id))
 }
 
 #[derive(Deserialize)]

@@ -160,6 +160,16 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The indices of array `array`'s tasks, ascending (from the index alone:
+    /// no task row is read).
+    pub fn array_indices(&self, array: JobId) -> Result<Vec<u32>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT array_index FROM jobs WHERE array_id = ?1 ORDER BY array_index",
+        )?;
+        let rows = stmt.query_map([array], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Task `index` of array `array`.
     pub fn array_task(&self, array: JobId, index: u32) -> Result<Option<Job>> {
         let sql = format!(
@@ -341,6 +351,11 @@ mod tests {
         assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 4);
 
         assert_eq!(store.array_task(id, 2).unwrap().unwrap().id, tasks[2].id);
+        assert_eq!(store.array_indices(id).unwrap(), [0, 1, 2]);
+        assert_eq!(
+            store.array_task_ids(id).unwrap(),
+            tasks.iter().map(|t| t.id).collect::<Vec<_>>()
+        );
         assert!(store.array_task(id, 7).unwrap().is_none());
         assert!(store.array_tasks(plain.id).unwrap().is_empty());
 

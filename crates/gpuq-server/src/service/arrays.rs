@@ -43,13 +43,19 @@ pub(super) fn over_queued_quota(who: &str, queued: u32, adding: u32, limit: u32)
 
 /// The array of `tasks` (those of one array, by index), with the tasks when `with_tasks`.
 pub fn detail_of(tasks: Vec<Job>, with_tasks: bool) -> Option<ArrayDetail> {
-    let first = tasks.first()?;
     let mut counts: BTreeMap<String, u32> = BTreeMap::new();
     for t in &tasks {
         *counts.entry(t.state.as_str().to_string()).or_default() += 1;
     }
     let indices: Vec<u32> = tasks.iter().filter_map(|t| t.array_index).collect();
-    Some(ArrayDetail {
+    let mut a = summary_of(tasks.first()?, &indices, counts);
+    a.tasks = with_tasks.then_some(tasks);
+    Some(a)
+}
+
+/// The array whose first task is `first`, with these indices and counts, without its tasks.
+fn summary_of(first: &Job, indices: &[u32], counts: BTreeMap<String, u32>) -> ArrayDetail {
+    ArrayDetail {
         id: first.array_id.unwrap_or(first.id),
         name: first
             .name
@@ -58,14 +64,14 @@ pub fn detail_of(tasks: Vec<Job>, with_tasks: bool) -> Option<ArrayDetail> {
         user: first.user.clone(),
         project: first.project.clone(),
         command: first.command.clone(),
-        size: tasks.len() as u32,
-        indices: gpuq_core::array::compact(&indices),
+        size: indices.len() as u32,
+        indices: gpuq_core::array::compact(indices),
         limit: first.array_limit,
         submitted_at: first.submitted_at,
         counts,
         acted_on: None,
-        tasks: with_tasks.then_some(tasks),
-    })
+        tasks: None,
+    }
 }
 
 /// `after` an array's id waits for every task of the array (Slurm's
@@ -117,6 +123,25 @@ impl Service {
     /// The tasks of array `id`, by index; empty when `id` is not an array's.
     pub fn array_tasks(&self, id: JobId) -> Result<Vec<Job>, ServiceError> {
         Ok(self.lock().store.array_tasks(id)?)
+    }
+
+    /// Array `id` without its tasks: counted in SQL, no task read (what long
+    /// polls and listings ask for again and again). `None`: not an array's id.
+    pub fn array_summary(&self, id: JobId) -> Result<Option<ArrayDetail>, ServiceError> {
+        let inner = self.lock();
+        Self::summary_in(&inner.store, id)
+    }
+
+    fn summary_in(
+        store: &gpuq_store::Store,
+        id: JobId,
+    ) -> Result<Option<ArrayDetail>, ServiceError> {
+        let Some(first) = store.job(id)?.filter(|j| j.is_array_head()) else {
+            return Ok(None);
+        };
+        let indices = store.array_indices(id)?;
+        let counts = store.array_counts(&[id])?.remove(&id).unwrap_or_default();
+        Ok(Some(summary_of(&first, &indices, counts)))
     }
 
     /// Task `index` of array `id`.
@@ -256,7 +281,7 @@ impl Service {
             .collect();
         let mut arrays = std::collections::HashMap::new();
         for id in heads {
-            if let Some(a) = detail_of(inner.store.array_tasks(id)?, false) {
+            if let Some(a) = Self::summary_in(&inner.store, id)? {
                 arrays.insert(id, a);
             }
         }
