@@ -103,11 +103,7 @@ impl FromStr for ArraySpec {
                     )));
                 }
                 match limit.parse::<u32>() {
-                    Ok(0) => {
-                        return Err(err(
-                            "%0 would let no task run; give at least %1".into()
-                        ))
-                    }
+                    Ok(0) => return Err(err("%0 would let no task run; give at least %1".into())),
                     Ok(n) => (list, Some(n.min(MAX_TASKS as u32))),
                     Err(_) => (list, Some(MAX_TASKS as u32)),
                 }
@@ -292,7 +288,9 @@ pub enum JobRef {
 
 /// A job reference that is neither `ID` nor `ID.K`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{input:?} is not a job id; give a job's number (see gpuq ls), or ID.K for task K of array ID")]
+#[error(
+    "{input:?} is not a job id; give a job's number (see gpuq ls), or ID.K for task K of array ID"
+)]
 pub struct JobRefError {
     pub input: String,
 }
@@ -418,7 +416,17 @@ mod tests {
                 index: 7
             })
         );
-        for bad in ["", "x", "12.", ".7", "12.7.1", "-3", "12.-1", "1e3", "99999999999999999999"] {
+        for bad in [
+            "",
+            "x",
+            "12.",
+            ".7",
+            "12.7.1",
+            "-3",
+            "12.-1",
+            "1e3",
+            "99999999999999999999",
+        ] {
             let e = bad.parse::<JobRef>().unwrap_err().to_string();
             assert!(e.contains("ID.K"), "{bad:?}: {e}");
         }

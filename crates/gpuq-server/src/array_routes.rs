@@ -43,12 +43,7 @@ fn not_an_array(ctx: &AppState, id: JobId) -> ApiError {
 }
 
 /// The array with its tasks as `caller` may see them (environment values are the owner's).
-fn detail(
-    ctx: &AppState,
-    caller: &Caller,
-    id: JobId,
-    with_tasks: bool,
-) -> ApiResult<ArrayDetail> {
+fn detail(ctx: &AppState, caller: &Caller, id: JobId, with_tasks: bool) -> ApiResult<ArrayDetail> {
     if !with_tasks {
         return ctx
             .service
@@ -202,7 +197,12 @@ pub async fn listing(
     Query(q): Query<ListingQuery>,
 ) -> ApiResult<Json<Vec<ListRow>>> {
     let mut states = Vec::new();
-    for s in q.state.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
+    for s in q
+        .state
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|s| !s.is_empty())
+    {
         states.push(
             s.parse::<JobState>()
                 .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?,

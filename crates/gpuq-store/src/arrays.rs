@@ -190,7 +190,8 @@ impl Store {
             "SELECT state, COUNT(*) FROM jobs WHERE array_id = ?1 GROUP BY state",
         )?;
         for &a in arrays {
-            let rows = stmt.query_map([a], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
+            let rows =
+                stmt.query_map([a], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
             let counts = out.entry(a).or_default();
             for row in rows {
                 let (state, n) = row?;
@@ -282,8 +283,8 @@ impl Store {
 mod tests {
     use super::*;
     use crate::{ListFilter, StartRecord};
-    use gpuq_core::JobState;
     use gpuq_core::JobSpec;
+    use gpuq_core::JobState;
 
     fn new(name: Option<&str>, key: Option<&str>) -> NewJob {
         NewJob {
@@ -347,7 +348,10 @@ mod tests {
         let again = store
             .submit_array(&n, n.spec.array.as_ref().unwrap(), 3)
             .unwrap();
-        assert_eq!(again.iter().map(|t| t.id).collect::<Vec<_>>(), tasks.iter().map(|t| t.id).collect::<Vec<_>>());
+        assert_eq!(
+            again.iter().map(|t| t.id).collect::<Vec<_>>(),
+            tasks.iter().map(|t| t.id).collect::<Vec<_>>()
+        );
         assert_eq!(store.list(&ListFilter::default()).unwrap().len(), 4);
 
         assert_eq!(store.array_task(id, 2).unwrap().unwrap().id, tasks[2].id);
@@ -361,7 +365,10 @@ mod tests {
 
         // Listed as one row; by state, an array is listed while a task is in one.
         let rows = store.list_rows(&ListFilter::default()).unwrap();
-        assert_eq!(rows.iter().map(|j| j.id).collect::<Vec<_>>(), [id, plain.id]);
+        assert_eq!(
+            rows.iter().map(|j| j.id).collect::<Vec<_>>(),
+            [id, plain.id]
+        );
         store
             .start(
                 &[StartRecord {
@@ -381,10 +388,7 @@ mod tests {
         let rows = store.list_rows(&running).unwrap();
         assert_eq!(rows.iter().map(|j| j.id).collect::<Vec<_>>(), [id]);
         let counts = &store.array_counts(&[id]).unwrap()[&id];
-        assert_eq!(
-            (counts["queued"], counts["running"]),
-            (2, 1)
-        );
+        assert_eq!((counts["queued"], counts["running"]), (2, 1));
 
         store
             .set_held_many(&[tasks[0].id, tasks[2].id], Some("ana"), "ana", 5)

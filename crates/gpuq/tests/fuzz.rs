@@ -377,7 +377,10 @@ fn request_bodies_are_accepted_or_refused_in_json_never_crash() {
     );
     for j in &jobs {
         let head = j["array_id"].as_u64().unwrap_or(j["id"].as_u64().unwrap());
-        assert!(tally.accepted_jobs.contains(&head), "a task of an array never accepted: {j}");
+        assert!(
+            tally.accepted_jobs.contains(&head),
+            "a task of an array never accepted: {j}"
+        );
     }
     let tokens: Vec<Value> = get(&d.url, &token, "/v1/tokens")
         .json()

@@ -661,5 +661,8 @@ fn a_task_held_back_by_its_limit_reserves_nothing() {
         .queued(4, 3)
         .run();
     assert_eq!(started(&d), vec![4]);
-    assert!(!d.iter().any(|d| matches!(d, Decision::Preempt { .. })), "{d:?}");
+    assert!(
+        !d.iter().any(|d| matches!(d, Decision::Preempt { .. })),
+        "{d:?}"
+    );
 }

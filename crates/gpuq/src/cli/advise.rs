@@ -1,7 +1,7 @@
 //! `gpuq advise ID`: right-sizing from the job's telemetry and the price catalog.
 
 use super::output::{print_json, print_table};
-use super::{CmdResult};
+use super::CmdResult;
 use gpuq_api::Client;
 
 #[derive(clap::Args, Debug)]

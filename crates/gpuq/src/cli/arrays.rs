@@ -40,9 +40,7 @@ pub async fn job_id(client: &Client, s: &str) -> Result<JobId, CliError> {
 /// plain `ID` of an array is the array.
 pub async fn target(client: &Client, s: &str) -> Result<Target, CliError> {
     match parse_ref(s)? {
-        JobRef::Task { array, index } => {
-            Ok(Target::Job(client.array_task(array, index).await?.id))
-        }
+        JobRef::Task { array, index } => Ok(Target::Job(client.array_task(array, index).await?.id)),
         JobRef::Job(id) => Ok(match client.array_if_any(id).await? {
             Some(a) => Target::Array(Box::new(a)),
             None => Target::Job(id),

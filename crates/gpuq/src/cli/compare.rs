@@ -28,7 +28,11 @@ pub async fn run(client: &Client, args: CompareArgs) -> CmdResult {
     }
     let mut runs = Vec::new();
     for raw in &args.ids {
-        runs.push(client.job_run(super::arrays::job_id(client, raw).await?).await?);
+        runs.push(
+            client
+                .job_run(super::arrays::job_id(client, raw).await?)
+                .await?,
+        );
     }
     if args.json {
         print_json(&runs);

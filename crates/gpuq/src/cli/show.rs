@@ -1,7 +1,7 @@
 //! `gpuq show`: everything about one job.
 
-use super::output::{ago, colour_enabled, gpu_list, paint_state, print_json, span};
 use super::arrays::{array_shape, target, Target};
+use super::output::{ago, colour_enabled, gpu_list, paint_state, print_json, span};
 use super::CmdResult;
 use gpuq_api::arrays::ArrayDetail;
 use gpuq_api::home::now_ms;
@@ -224,7 +224,12 @@ async fn show_array(client: &Client, id: u64, json: bool) -> CmdResult {
     }
     let failed: Vec<&gpuq_core::Job> = tasks
         .iter()
-        .filter(|t| matches!(t.state, gpuq_core::JobState::Failed | gpuq_core::JobState::Lost))
+        .filter(|t| {
+            matches!(
+                t.state,
+                gpuq_core::JobState::Failed | gpuq_core::JobState::Lost
+            )
+        })
         .take(5)
         .collect();
     for t in &failed {
