@@ -4,6 +4,8 @@ use crate::*;
 use gpuq_core::JobState;
 use reqwest::StatusCode;
 
+mod arrays;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("cannot reach the gpuq daemon at {url}: {reason}")]

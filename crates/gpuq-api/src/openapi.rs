@@ -42,6 +42,8 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::sweep::SweepRequest>();
     gen.subschema_for::<crate::sweep::SweepSummary>();
     gen.subschema_for::<crate::sweep::SweepDetail>();
+    gen.subschema_for::<crate::arrays::ArrayDetail>();
+    gen.subschema_for::<crate::arrays::ListRow>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -201,6 +203,53 @@ fn repro_paths() -> Value {
             "parameters": [ id_param() ],
             "requestBody": { "required": false, "content": { "application/json": { "schema": schema_ref("RerunRequest") } } },
             "responses": with_errors("201", json_body(schema_ref("Job"), "The new job"))
+        }}
+    })
+}
+
+/// Job arrays: a submit with `spec.array` queues one job per index under one
+/// id (the first task's); these act on all of an array's tasks at once.
+fn array_paths() -> Value {
+    let array = |d: &str| json_body(schema_ref("ArrayDetail"), d);
+    let action = |summary: &str, conflict: &str| {
+        json!({ "post": {
+            "summary": summary,
+            "parameters": [ id_param() ],
+            "responses": {
+                "200": array("The array; `acted_on` lists the tasks acted on"),
+                "403": json_body(schema_ref("ErrorBody"), "Not the array's owner, nor an admin"),
+                "404": json_body(schema_ref("ErrorBody"), "No such array (a plain job, or no job)"),
+                "409": json_body(schema_ref("ErrorBody"), conflict)
+            }
+        }})
+    };
+    json!({
+        "/v1/arrays/{id}": { "get": {
+            "summary": "An array: its tasks counted by state and, unless tasks=false, every task (a Job each, with array_id and array_index), by index",
+            "parameters": [ id_param(), { "name": "tasks", "in": "query", "schema": { "type": "boolean", "default": true } } ],
+            "responses": with_errors("200", array("The array"))
+        }},
+        "/v1/arrays/{id}/tasks/{index}": { "get": {
+            "summary": "Task `index` of array `id` (what the command line calls ID.K)",
+            "parameters": [ id_param(), { "name": "index", "in": "path", "required": true, "schema": { "type": "integer", "format": "uint32" } } ],
+            "responses": with_errors("200", json_body(schema_ref("Job"), "The task"))
+        }},
+        "/v1/arrays/{id}/cancel": action("Cancel every task that has not ended: queued ones at once, running ones by the stop protocol", "Every task already ended"),
+        "/v1/arrays/{id}/hold": action("Hold every queued task that is not held", "No task is queued and free to hold"),
+        "/v1/arrays/{id}/release": action("Release every held task", "No task is held"),
+        "/v1/arrays/{id}/requeue": action("Queue again every task that ended without success (failed, cancelled, lost), each with a fresh retry budget; succeeded, queued and running tasks are left as they are", "No task ended without success"),
+        "/v1/arrays/{id}/wait": { "get": {
+            "summary": "Long poll: answers when every task has ended, or after `timeout` seconds, with the array (without its tasks)",
+            "parameters": [ id_param(), { "name": "timeout", "in": "query", "schema": { "type": "integer", "default": 30, "maximum": 300 } } ],
+            "responses": with_errors("200", array("The array"))
+        }},
+        "/v1/listing": { "get": {
+            "summary": "The jobs as `gpuq ls` shows them, newest first: each plain job, and each array as one row (its first task, with `array`); `state` keeps the arrays with a task in one of those states, and `limit` counts rows",
+            "parameters": [
+                { "name": "state", "in": "query", "description": "Comma-separated states", "schema": { "type": "string" } },
+                { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 0 } }
+            ],
+            "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("ListRow") }), "Rows"))
         }}
     })
 }
@@ -384,6 +433,7 @@ pub fn document() -> Value {
         tracking_paths(),
         repro_paths(),
         sweep_paths(),
+        array_paths(),
     ] {
         if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);

@@ -47,6 +47,15 @@ pub struct Job {
     /// node has no price (never shown as $0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::cost::Micros>,
+    /// The array this job is a task of (the array's id, its first task's id); null for a plain job.
+    #[serde(default)]
+    pub array_id: Option<JobId>,
+    /// Its index in the array (`GPUQ_ARRAY_INDEX`); null for a plain job.
+    #[serde(default)]
+    pub array_index: Option<u32>,
+    /// The most tasks of its array that run at once (`%N`), if limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_limit: Option<u32>,
 }
 
 /// One run of a job.
@@ -85,5 +94,18 @@ pub struct Event {
 impl Job {
     pub fn display_name(&self) -> &str {
         self.name.as_deref().unwrap_or("")
+    }
+
+    /// How the command line names it: `12.3` for task 3 of array 12, else its id.
+    pub fn reference(&self) -> crate::JobRef {
+        match (self.array_id, self.array_index) {
+            (Some(array), Some(index)) => crate::JobRef::Task { array, index },
+            _ => crate::JobRef::Job(self.id),
+        }
+    }
+
+    /// The first task of an array: its id is the array's.
+    pub fn is_array_head(&self) -> bool {
+        self.array_id == Some(self.id)
     }
 }

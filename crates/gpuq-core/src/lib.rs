@@ -8,6 +8,7 @@
 
 pub mod advice;
 pub mod alerts;
+pub mod array;
 pub mod catalog;
 pub mod cost;
 pub mod cron;
@@ -24,11 +25,12 @@ pub mod sweep;
 pub mod telemetry;
 pub mod tracking;
 
+pub use array::{ArraySpec, JobRef};
 pub use duration::DurationSpec;
 pub use job::{Attempt, Event, Job};
 pub use memsize::MemSize;
 pub use scheduler::{
-    explain, schedule, Decision, DependencyState, Node, NodeGpus, NodeKind, NodeShortage,
+    explain, schedule, Decision, DependencyState, JobGroup, Node, NodeGpus, NodeKind, NodeShortage,
     PendingJob, Placement, RunningJob, ScheduleInput, WaitReason,
 };
 pub use signal::EarlySignal;

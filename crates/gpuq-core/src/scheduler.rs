@@ -20,6 +20,8 @@
 //!   limit) before the reserved start, or it uses only GPUs the reserved job
 //!   will not need, or it runs on nodes outside the reservation;
 //! - held jobs and jobs in a retry back-off (`eligible_at` in the future) wait;
+//! - a job of a group with a limit (the tasks of a job array with `%N`) waits
+//!   while `limit` jobs of its group run (those started in the same pass count);
 //! - preemption: when the first job that cannot start has a higher priority
 //!   class than some running `preemptible` jobs, the fewest of them whose GPUs
 //!   make it fit (on one node, or on the nodes a multi-node job needs) are
@@ -100,6 +102,16 @@ pub struct RunningJob {
     pub preemptible: bool,
     /// Being stopped (cancel, time limit, preemption): its GPUs free up soon.
     pub stopping: bool,
+    /// The group it counts against (a job array's tasks with a limit).
+    pub group: Option<JobGroup>,
+}
+
+/// Jobs of which at most `limit` run at once: the tasks of a job array with
+/// `%N` (`id` is the array's). A stopping job still counts: it still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JobGroup {
+    pub id: JobId,
+    pub limit: u32,
 }
 
 /// A job waiting in the queue.
@@ -126,6 +138,8 @@ pub struct PendingJob {
     pub gpu_mem_mib: Option<u64>,
     /// Not before this time (retry back-off).
     pub eligible_at: Option<Millis>,
+    /// Waits while `limit` jobs of its group run (a job array's `%N`).
+    pub group: Option<JobGroup>,
 }
 
 impl PendingJob {
@@ -253,6 +267,12 @@ pub enum WaitReason {
     ProjectQuota {
         project: Arc<str>,
         used: u32,
+        limit: u32,
+    },
+    /// `limit` jobs of its group already run (a job array's `%N`; `group` is the array's id).
+    GroupLimit {
+        group: JobId,
+        running: u32,
         limit: u32,
     },
     /// It fits, but would delay the job the GPUs are reserved for (backfill rule).

@@ -130,6 +130,10 @@ pub struct JobSpec {
     /// `GPUQ_PARAMS` (a JSON object). Values are strings, numbers or booleans.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, serde_json::Value>,
+    /// A job array (`0-99%8`: tasks 0 to 99, at most 8 running at once): one
+    /// job per index, each with `GPUQ_ARRAY_INDEX` set, under one id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<crate::array::ArraySpec>,
 }
 
 /// MLflow's limits on a param: its key and its value as text.
@@ -255,6 +259,10 @@ impl JobSpec {
         }
         if let Some(name) = &self.name {
             limits::check_label(name, "name")?;
+            // Each task is named `NAME[K]`: the longest of those names must pass too.
+            if let Some(last) = self.array.as_ref().and_then(|a| a.indices().last()) {
+                limits::check_label(&crate::array::task_name(name, *last), "name")?;
+            }
         }
         if let Some(n) = self.nodes {
             if n == 0 || n > 1024 {

@@ -351,6 +351,8 @@ pub struct SchedulerConfig {
     pub default_max_gpus: Option<u32>,
     pub default_max_queued: Option<u32>,
     pub slots: Option<u32>,
+    /// Most tasks in one job array (at most, and by default, 10,000).
+    pub max_array_tasks: Option<u32>,
 }
 
 impl Default for SchedulerConfig {
@@ -360,6 +362,7 @@ impl Default for SchedulerConfig {
             default_max_gpus: None,
             default_max_queued: None,
             slots: None,
+            max_array_tasks: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `gpuq server`: the daemon. Opens the store, discovers GPUs, recovers what a
 //! previous daemon left running, then serves the API and runs the scheduler.
 
+mod array_routes;
 mod auth;
 pub mod config;
 mod cost_routes;
@@ -95,6 +96,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))
         .merge(mlflow::router())
+        .merge(array_routes::router())
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
             auth::authenticate,

@@ -145,7 +145,7 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str
 }
 
 /// Environment values are the owner's: others (not admins) see them masked.
-fn redact(mut job: gpuq_core::Job, caller: &Caller) -> gpuq_core::Job {
+pub(crate) fn redact(mut job: gpuq_core::Job, caller: &Caller) -> gpuq_core::Job {
     if !(caller.admin || caller.user == job.user) {
         gpuq_api::repro::hide_values(&mut job.spec.env);
     }

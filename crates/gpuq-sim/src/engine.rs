@@ -338,6 +338,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 priority: p.priority,
                 preemptible: false,
                 stopping: false,
+                group: None,
             });
         }
     }
@@ -444,6 +445,7 @@ fn pending_of(id: JobId, j: &TraceJob, users: &[Arc<str>], submit: Millis) -> Pe
         eligible_at: None,
         gpu_type: None,
         gpu_mem_mib: None,
+        group: None,
     }
 }
 

@@ -4,6 +4,7 @@
 //! written in one transaction per state change: a change is durable, with its
 //! event row, before the daemon carries out its side effect.
 
+mod arrays;
 mod feed;
 mod repro;
 mod schema;
@@ -140,7 +141,8 @@ pub struct Store {
 
 const JOB_COLUMNS: &str =
     "id, name, user, project, state, priority, gpus_requested, gpus, node, command, cwd, \
-     attempt, exit_code, signal, reason, submitted_at, started_at, ended_at, spec, failures, held_by, eligible_at, cost_micros";
+     attempt, exit_code, signal, reason, submitted_at, started_at, ended_at, spec, failures, held_by, eligible_at, cost_micros, \
+     array_id, array_index, array_limit";
 
 impl Store {
     /// Opens (creating if needed) the database, with WAL and the durability settings
@@ -805,6 +807,9 @@ fn read_job(r: &Row<'_>) -> rusqlite::Result<Result<Job>> {
             held_by: r.get(20)?,
             eligible_at: r.get(21)?,
             cost: r.get::<_, Option<i64>>(22)?.map(Micros),
+            array_id: r.get(23)?,
+            array_index: r.get(24)?,
+            array_limit: r.get(25)?,
         })
     })();
     match parsed {

@@ -11,7 +11,13 @@ impl Store {
     pub fn repro(&self, job: JobId) -> Result<Option<String>> {
         Ok(self
             .conn
-            .query_row("SELECT repro FROM jobs WHERE id = ?1", [job], |r| r.get(0))
+            // An array's tasks share the capture stored with its first task.
+            .query_row(
+                "SELECT COALESCE(j.repro, a.repro) FROM jobs j LEFT JOIN jobs a ON a.id = j.array_id \
+                 WHERE j.id = ?1",
+                [job],
+                |r| r.get(0),
+            )
             .optional()?
             .flatten())
     }

@@ -54,7 +54,7 @@ fn baseline(path: &str, run: &str) -> Value {
             "spec": {
                 "name": "fuzz", "command": ["true", "--flag"], "gpus": 1, "priority": "normal",
                 "retries": 1, "time_limit": "1h", "env": {"A": "1"}, "project": "p",
-                "after": [], "preemptible": false, "cwd": "/tmp"
+                "after": [], "preemptible": false, "cwd": "/tmp", "array": "0-2%2"
             },
             "cwd": "/tmp",
             "env": {"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
@@ -394,11 +394,23 @@ fn request_bodies_are_accepted_or_refused_in_json_never_crash() {
         .json()
         .and_then(|v| serde_json::from_value(v).ok())
         .expect("the job list");
-    let listed: BTreeSet<u64> = jobs.iter().filter_map(|j| j["id"].as_u64()).collect();
+    // A submit answers with its job, or an array's first task (whose id is the array's).
+    let listed: BTreeSet<u64> = jobs
+        .iter()
+        .filter(|j| j["array_id"].is_null() || j["array_id"] == j["id"])
+        .filter_map(|j| j["id"].as_u64())
+        .collect();
     assert_eq!(
         listed, tally.accepted_jobs,
         "only accepted submits are stored"
     );
+    for j in &jobs {
+        let head = j["array_id"].as_u64().unwrap_or(j["id"].as_u64().unwrap());
+        assert!(
+            tally.accepted_jobs.contains(&head),
+            "a task of an array never accepted: {j}"
+        );
+    }
     let tokens: Vec<Value> = get(&d.url, &token, "/v1/tokens")
         .json()
         .and_then(|v| serde_json::from_value(v).ok())

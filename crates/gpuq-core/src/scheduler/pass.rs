@@ -29,6 +29,8 @@ struct Pass<'a, 'p> {
     /// GPUs held per user and per project, for quotas (including this pass's starts).
     user_gpus: HashMap<Arc<str>, u32>,
     project_gpus: HashMap<Arc<str>, u32>,
+    /// Jobs running per group with a limit (including this pass's starts).
+    group_running: HashMap<JobId, u32>,
     decisions: Vec<Decision>,
 }
 
@@ -53,6 +55,10 @@ pub(super) fn run<'p>(
             *project_gpus.entry(p.clone()).or_default() += held;
         }
     }
+    let mut group_running: HashMap<JobId, u32> = HashMap::new();
+    for g in input.running.iter().filter_map(|r| r.group) {
+        *group_running.entry(g.id).or_default() += 1;
+    }
     let mut pass = Pass {
         input,
         pool: Pool::new(input.nodes, input.running),
@@ -61,6 +67,7 @@ pub(super) fn run<'p>(
         blocked_head: None,
         user_gpus,
         project_gpus,
+        group_running,
         decisions: Vec::new(),
     };
     for job in pending {
@@ -96,6 +103,10 @@ pub(super) fn run<'p>(
                     until: until.unwrap_or(input.now),
                 },
             };
+            why(job.id, reason);
+            continue;
+        }
+        if let Some(reason) = pass.group_reason(job) {
             why(job.id, reason);
             continue;
         }
@@ -151,6 +162,16 @@ pub(super) fn run<'p>(
 }
 
 impl<'a, 'p> Pass<'a, 'p> {
+    fn group_reason(&self, job: &PendingJob) -> Option<WaitReason> {
+        let group = job.group?;
+        let running = self.group_running.get(&group.id).copied().unwrap_or(0);
+        (running >= group.limit).then_some(WaitReason::GroupLimit {
+            group: group.id,
+            running,
+            limit: group.limit,
+        })
+    }
+
     fn quota_reason(&self, job: &PendingJob) -> Option<WaitReason> {
         let gpus = job.total_gpus();
         if gpus == 0 {
@@ -278,6 +299,9 @@ impl<'a, 'p> Pass<'a, 'p> {
             if let Some(r) = &mut self.reservation {
                 r.take(part.node, part.gpus.len() as u32, ends_by);
             }
+        }
+        if let Some(g) = job.group {
+            *self.group_running.entry(g.id).or_default() += 1;
         }
         let held = placement.gpu_count();
         *self.user_gpus.entry(job.user.clone()).or_default() += held;

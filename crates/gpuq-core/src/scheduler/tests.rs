@@ -43,6 +43,7 @@ impl Scenario {
             priority: Priority::Normal,
             preemptible: false,
             stopping: false,
+            group: None,
         });
         self
     }
@@ -69,6 +70,7 @@ impl Scenario {
             eligible_at: None,
             gpu_type: None,
             gpu_mem_mib: None,
+            group: None,
         };
         f(&mut job);
         self.pending.push(job);
@@ -580,5 +582,87 @@ fn preemption_only_frees_gpus_that_suit_the_waiting_job() {
         s.run(),
         vec![Decision::Preempt { job: 2, for_job: 9 }],
         "the job on the A100, not the one on the L4"
+    );
+}
+
+fn task_of(array: JobId, limit: u32) -> impl Fn(&mut PendingJob) {
+    move |j| j.group = Some(JobGroup { id: array, limit })
+}
+
+#[test]
+fn an_arrays_limit_caps_its_tasks_running_at_once() {
+    // Array 10 with %2 on 4 free GPUs: two tasks start in one pass, the rest wait.
+    let mut s = Scenario::default().node(4);
+    for id in 10..16 {
+        s = s.queued_with(id, 1, task_of(10, 2));
+    }
+    assert_eq!(started(&s.run()), vec![10, 11]);
+
+    // One task runs already: one more starts; a plain job behind them is not held up.
+    let mut s = Scenario::default()
+        .node(4)
+        .running(10, 0, &[0], None)
+        .with_last_running(|r| r.group = Some(JobGroup { id: 10, limit: 2 }));
+    for id in 11..16 {
+        s = s.queued_with(id, 1, task_of(10, 2));
+    }
+    let d = s.queued(20, 1).run();
+    assert_eq!(started(&d), vec![11, 20]);
+
+    // A stopping task still runs, and still counts.
+    let mut s = Scenario::default()
+        .node(4)
+        .running(10, 0, &[0], None)
+        .with_last_running(|r| {
+            r.group = Some(JobGroup { id: 10, limit: 1 });
+            r.stopping = true;
+        });
+    s = s.queued_with(11, 1, task_of(10, 1));
+    assert!(s.run().is_empty());
+}
+
+#[test]
+fn the_limit_is_per_array_and_is_explained() {
+    let why = reasons(
+        Scenario::default()
+            .node(8)
+            .running(1, 0, &[0], None)
+            .with_last_running(|r| r.group = Some(JobGroup { id: 1, limit: 1 }))
+            .queued_with(2, 1, task_of(1, 1))
+            .queued_with(3, 1, task_of(1, 1))
+            .queued_with(5, 1, task_of(5, 3))
+            .queued_with(6, 1, task_of(5, 3)),
+    );
+    let limited = WaitReason::GroupLimit {
+        group: 1,
+        running: 1,
+        limit: 1,
+    };
+    assert_eq!((why.get(&2), why.get(&3)), (Some(&limited), Some(&limited)));
+    assert!(!why.contains_key(&5) && !why.contains_key(&6), "{why:?}");
+}
+
+#[test]
+fn a_task_held_back_by_its_limit_reserves_nothing() {
+    // Task 3 waits for its array, not for GPUs: the 4-GPU job behind it may
+    // not be blocked by a reservation made for it, and nothing is preempted.
+    let d = Scenario::default()
+        .node(4)
+        .running(1, 0, &[0], None)
+        .with_last_running(|r| {
+            r.group = Some(JobGroup { id: 1, limit: 1 });
+            r.preemptible = true;
+            r.priority = Priority::Low;
+        })
+        .queued_with(3, 1, |j| {
+            j.group = Some(JobGroup { id: 1, limit: 1 });
+            j.priority = Priority::High;
+        })
+        .queued(4, 3)
+        .run();
+    assert_eq!(started(&d), vec![4]);
+    assert!(
+        !d.iter().any(|d| matches!(d, Decision::Preempt { .. })),
+        "{d:?}"
     );
 }

@@ -85,15 +85,25 @@ impl Service {
                     .get(dep)
                     .map(|s| s.to_string())
                     .unwrap_or_else(|| "unknown".into());
-                format!("waits for job {dep} to succeed (it is {state})")
+                let dep = match inner.store.job(*dep)? {
+                    Some(j) if j.array_id.is_some() => format!("task {}", j.reference()),
+                    _ => format!("job {dep}"),
+                };
+                format!("waits for {dep} to succeed (it is {state})")
             }
             WaitReason::Held => {
-                let by = inner
-                    .store
-                    .job(id)?
+                let job = inner.store.job(id)?;
+                let array = job.as_ref().and_then(|j| j.array_id);
+                let by = job
                     .and_then(|j| j.held_by)
                     .unwrap_or_else(|| "a user".into());
-                format!("is held by {by}; `gpuq release {id}` lets it start")
+                match array {
+                    // The same words for every task, so an array's are told at once.
+                    Some(a) => format!(
+                        "is held by {by}; `gpuq release {a}` releases the array's held tasks (`gpuq release {a}.K` one of them)"
+                    ),
+                    None => format!("is held by {by}; `gpuq release {id}` lets it start"),
+                }
             }
             WaitReason::Drained => {
                 "waits: the queue is drained for maintenance; `gpuq undrain` starts jobs again"
@@ -158,6 +168,17 @@ impl Service {
                     None => String::new(),
                 };
                 format!("waits: {shortage}{next}")
+            }
+            WaitReason::GroupLimit {
+                group,
+                running,
+                limit,
+            } => {
+                let tasks = gpuq_core::plural((*limit).into(), "task");
+                format!(
+                    "waits: its array {group} runs at most {tasks} at once (--array …%{limit}) and {running} {} running",
+                    if *running == 1 { "is" } else { "are" }
+                )
             }
             WaitReason::Reservation { for_job, start } => {
                 let when = start

@@ -5,6 +5,7 @@
 //! exit, cancel, release, a back-off timer), with bursts coalesced by a
 //! `Notify`: no polling loop decides when a job starts.
 
+pub mod arrays;
 mod backend_events;
 pub mod costs;
 mod explain;
@@ -95,6 +96,8 @@ struct RunningAttempt {
     /// It has begun to run: at once on a backend that does not queue launches,
     /// else when the backend says it started.
     began: bool,
+    /// The group it counts against (a job array's `%N`).
+    group: Option<gpuq_core::JobGroup>,
 }
 
 impl RunningAttempt {
@@ -132,6 +135,7 @@ impl RunningAttempt {
             failures,
             rate: None,
             began: true,
+            group: None,
         }
     }
 
@@ -330,6 +334,8 @@ impl Service {
         let spec = req.spec;
         spec.validate()?;
         self.check_placeable(&spec)?;
+        self.check_array(&spec)?;
+        let adding = arrays::jobs_in(&spec);
         let mut env = req.env;
         env.extend(spec.env.clone());
         let user = self.submitter(&req.user, caller)?;
@@ -342,9 +348,9 @@ impl Service {
             let mut inner = self.lock();
             if let Some(limit) = self.config.max_queued(&user) {
                 let queued = inner.pending.values().filter(|p| *p.user == *user).count() as u32;
-                if queued >= limit {
-                    return Err(ServiceError::Quota(format!(
-                        "{user} already has {queued} queued jobs, the most allowed ({limit}); wait for some to start or cancel some"
+                if queued + adding > limit {
+                    return Err(ServiceError::Quota(arrays::over_queued_quota(
+                        &user, queued, adding, limit,
                     )));
                 }
             }
@@ -358,12 +364,16 @@ impl Service {
                     .values()
                     .filter(|p| p.project.as_deref() == Some(project.as_str()))
                     .count() as u32;
-                if queued >= limit {
-                    return Err(ServiceError::Quota(format!(
-                        "project {project} already has {queued} queued jobs, the most allowed ({limit}); wait for some to start"
+                if queued + adding > limit {
+                    return Err(ServiceError::Quota(arrays::over_queued_quota(
+                        &format!("project {project}"),
+                        queued,
+                        adding,
+                        limit,
                     )));
                 }
             }
+            let spec = arrays::after_whole_arrays(&inner.store, spec)?;
             for dep in &spec.after {
                 if !inner.states.contains_key(dep) {
                     return Err(SpecError::new("after", format!("job {dep} does not exist")).into());
@@ -377,14 +387,24 @@ impl Service {
                 env,
                 idempotency_key: req.idempotency_key,
             };
-            let job = inner.store.submit(&new, now)?;
+            // An array: all its tasks in one transaction; the answer is its first task.
+            let jobs = match &new.spec.array {
+                None => vec![inner.store.submit(&new, now)?],
+                Some(array) => inner.store.submit_array(&new, array, now)?,
+            };
             let mut needs_pass = false;
-            if !inner.states.contains_key(&job.id) {
-                needs_pass = self.submit_needs_a_pass(&inner, &job);
-                let p = pending_of(&job);
-                inner.pending.insert(p.queue_key(), p);
-                inner.states.insert(job.id, JobState::Queued);
+            for job in &jobs {
+                if !inner.states.contains_key(&job.id) {
+                    needs_pass = needs_pass || self.submit_needs_a_pass(&inner, job);
+                    let p = pending_of(job);
+                    inner.pending.insert(p.queue_key(), p);
+                    inner.states.insert(job.id, JobState::Queued);
+                }
             }
+            let job = jobs.into_iter().next().ok_or(StoreError::Corrupt {
+                id: 0,
+                why: "a submit stored no job".into(),
+            })?;
             (job, needs_pass)
         };
         let (job, needs_pass) = job;
@@ -824,6 +844,7 @@ fn running_snapshot(inner: &Inner) -> Vec<RunningJob> {
             priority: r.priority,
             preemptible: r.preemptible,
             stopping: r.stop.is_some(),
+            group: r.group,
         })
         .collect()
 }
@@ -852,6 +873,7 @@ fn pending_of(job: &Job) -> PendingJob {
         eligible_at: job.eligible_at,
         gpu_type: job.spec.gpu_type.as_deref().map(Arc::from),
         gpu_mem_mib: job.spec.gpu_mem.map(|m| m.mib()),
+        group: arrays::group_of(job),
     }
 }
 
@@ -871,5 +893,6 @@ fn pending_probe() -> PendingJob {
         eligible_at: None,
         gpu_type: None,
         gpu_mem_mib: None,
+        group: None,
     }
 }

@@ -65,6 +65,7 @@ impl Service {
                     // `began` is corrected below from the events, for a backend that queues launches.
                     RunningAttempt {
                         rate: recorded_attempt.and_then(|a| a.rate_per_hour),
+                        group: super::arrays::group_of(&job),
                         ..RunningAttempt::new(
                             job.attempt,
                             Arc::from(job.user.as_str()),

@@ -166,6 +166,7 @@ impl Service {
                     RunningAttempt {
                         rate: start.rate,
                         began: !self.backend.info().queues_launches,
+                        group: queued.group,
                         ..RunningAttempt::new(
                             attempt,
                             queued.user.clone(),

@@ -99,6 +99,13 @@ impl Service {
             .filter(|n| !n.trim().is_empty())
             .ok_or_else(|| SpecError::new("name", "a sweep needs a name, e.g. name: mlp-lr"))?;
         req.sweep.validate()?;
+        if spec.array.is_some() {
+            return Err(SpecError::new(
+                "array",
+                "a sweep's trials are single jobs; remove array (searcher.max_concurrent says how many run at once)",
+            )
+            .into());
+        }
         if let Some(b) = &req.budget {
             b.validate()?;
             let rate = self.pricing.rate(spec.gpus).map(|m| m.0);

@@ -1,7 +1,7 @@
 //! `gpuq advise ID`: right-sizing from the job's telemetry and the price catalog.
 
 use super::output::{print_json, print_table};
-use super::{parse_id, CmdResult};
+use super::CmdResult;
 use gpuq_api::Client;
 
 #[derive(clap::Args, Debug)]
@@ -12,7 +12,7 @@ pub struct AdviseArgs {
 }
 
 pub async fn run(client: &Client, args: AdviseArgs) -> CmdResult {
-    let id = parse_id(&args.id)?;
+    let id = super::arrays::job_id(client, &args.id).await?;
     let a = client.advice(id).await?;
     if args.json {
         print_json(&a);

@@ -2,7 +2,7 @@
 //! latest value — with the rows that differ marked.
 
 use super::output::{colour_enabled, print_json, print_table};
-use super::{parse_id, CliError, CmdResult};
+use super::{CliError, CmdResult};
 use gpuq_api::tracking::RunSummary;
 use gpuq_api::Client;
 use std::collections::BTreeSet;
@@ -28,7 +28,11 @@ pub async fn run(client: &Client, args: CompareArgs) -> CmdResult {
     }
     let mut runs = Vec::new();
     for raw in &args.ids {
-        runs.push(client.job_run(parse_id(raw)?).await?);
+        runs.push(
+            client
+                .job_run(super::arrays::job_id(client, raw).await?)
+                .await?,
+        );
     }
     if args.json {
         print_json(&runs);

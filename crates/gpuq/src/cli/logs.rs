@@ -1,6 +1,6 @@
 //! `gpuq logs`: print an attempt's log; `-f` follows the job until it ends.
 
-use super::{parse_id, CliError, CmdResult};
+use super::{CliError, CmdResult};
 use gpuq_api::Client;
 use gpuq_core::JobId;
 
@@ -16,7 +16,7 @@ pub struct LogsArgs {
 }
 
 pub async fn run(client: &Client, args: LogsArgs) -> CmdResult {
-    let id = parse_id(&args.id)?;
+    let id = super::arrays::job_id(client, &args.id).await?;
     let job = client.job(id).await?.job;
     if let Some(a) = args.attempt {
         if a == 0 || a > job.attempt {

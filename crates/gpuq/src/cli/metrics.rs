@@ -2,7 +2,7 @@
 //! and a chart drawn in the terminal (a sparkline per metric; a taller chart for one).
 
 use super::output::{fixed, print_json, print_table, terminal_width};
-use super::{parse_id, CliError, CmdResult};
+use super::{CliError, CmdResult};
 use gpuq_api::tracking::{MetricPoint, MetricSeries};
 use gpuq_api::Client;
 
@@ -27,7 +27,7 @@ const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'
 const CHART_ROWS: usize = 10;
 
 pub async fn run(client: &Client, args: MetricsArgs) -> CmdResult {
-    let id = parse_id(&args.id)?;
+    let id = super::arrays::job_id(client, &args.id).await?;
     if !(2..=20_000).contains(&args.points) {
         return Err(CliError::usage(format!(
             "--points {}: give 2 to 20000",

@@ -7,6 +7,7 @@ mod output;
 
 mod advise;
 mod alerts;
+mod arrays;
 mod autostop;
 mod cancel;
 mod compare;
@@ -246,7 +247,7 @@ pub fn job_exit_status(job: &gpuq_core::Job) -> i32 {
 pub fn parse_id(s: &str) -> Result<gpuq_core::JobId, CliError> {
     s.parse().map_err(|_| {
         CliError::usage(format!(
-            "{s:?} is not a job id; ids are numbers (see gpuq ls)"
+            "{s:?} is not a job id; ids are numbers (see gpuq ls), ID.K for task K of array ID"
         ))
     })
 }

@@ -3,7 +3,7 @@
 //! in its code since (commit, uncommitted changes, untracked files, lock file).
 
 use super::repro::{capture_for, compare};
-use super::{parse_id, CliError, CmdResult};
+use super::{CliError, CmdResult};
 use gpuq_api::repro::RerunRequest;
 use gpuq_api::Client;
 use std::io::IsTerminal;
@@ -23,7 +23,7 @@ pub struct RerunArgs {
 }
 
 pub async fn run(client: &Client, args: RerunArgs) -> CmdResult {
-    let id = parse_id(&args.id)?;
+    let id = super::arrays::job_id(client, &args.id).await?;
     let view = client.repro(id).await?;
     let job = client.job(id).await?.job;
     let fresh = capture_for(&job.spec, &job.cwd, args.no_repro);

@@ -1,11 +1,17 @@
 //! `gpuq run`: submit, stream the log of every attempt, exit with the job's status.
 //! Ctrl-C cancels the job (like srun) and keeps streaming until it has ended.
 
-use super::{job_exit_status, submit, CmdResult};
+use super::{job_exit_status, submit, CliError, CmdResult};
 use gpuq_api::Client;
 use std::io::Write;
 
 pub async fn run(client: &Client, args: submit::SubmitArgs) -> CmdResult {
+    if args.to_spec()?.array.is_some() {
+        return Err(CliError::usage(
+            "gpuq run follows one job's log; queue an array with `gpuq submit --array …` (it prints \
+             the array's id), then `gpuq wait ID` (0 once every task succeeded) or `gpuq logs ID.K`",
+        ));
+    }
     let job = submit::submit(client, &args).await?;
     errln!("gpuq: job {} queued", job.id);
     let follow = super::logs::follow(client, job.id, 1, true);

@@ -1,7 +1,9 @@
 //! `gpuq show`: everything about one job.
 
+use super::arrays::{array_shape, target, Target};
 use super::output::{ago, colour_enabled, gpu_list, paint_state, print_json, span};
-use super::{parse_id, CmdResult};
+use super::CmdResult;
+use gpuq_api::arrays::ArrayDetail;
 use gpuq_api::home::now_ms;
 use gpuq_api::Client;
 
@@ -19,7 +21,12 @@ pub struct ShowArgs {
 }
 
 pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
-    let id = parse_id(&args.id)?;
+    // `--repro` is about one job: an array's id is its first task there.
+    let id = match (target(client, &args.id).await?, args.repro) {
+        (Target::Job(id), _) => id,
+        (Target::Array(a), true) => a.id,
+        (Target::Array(a), false) => return show_array(client, a.id, args.json).await,
+    };
     if args.repro {
         return super::show_repro::run(client, id, args.json, args.diff).await;
     }
@@ -58,6 +65,17 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
                 .map(|p| format!("  project {p}"))
                 .unwrap_or_default(),
     );
+    if let (Some(array), Some(index)) = (j.array_id, j.array_index) {
+        let a = client.array(array, false).await?;
+        row(
+            "array",
+            format!(
+                "task {index} of array {array}: {}; {} (gpuq show {array})",
+                array_shape(&a),
+                a.counts_text()
+            ),
+        );
+    }
     row("command", j.command.clone());
     row("cwd", j.cwd.clone());
     row(
@@ -151,6 +169,80 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     for e in &detail.events {
         outln!("  {:>10}  {:<17} {}", ago(e.at, now), e.kind, e.detail);
     }
+    Ok(0)
+}
+
+/// `gpuq show ID` for an array: the array, its tasks counted, and which indices are in which state.
+async fn show_array(client: &Client, id: u64, json: bool) -> CmdResult {
+    let a: ArrayDetail = client.array(id, true).await?;
+    if json {
+        print_json(&a);
+        return Ok(0);
+    }
+    let now = now_ms();
+    let row = |k: &str, v: String| outln!("{k:<12} {v}");
+    row(
+        "array",
+        format!(
+            "{id}{}",
+            a.name
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ),
+    );
+    row("state", paint_state(a.state(), colour_enabled()));
+    row("tasks", format!("{}; {}", array_shape(&a), a.counts_text()));
+    row(
+        "user",
+        a.user.clone()
+            + &a.project
+                .as_ref()
+                .map(|p| format!("  project {p}"))
+                .unwrap_or_default(),
+    );
+    row("command", a.command.clone());
+    row("submitted", ago(a.submitted_at, now));
+    let tasks = a.tasks.clone().unwrap_or_default();
+    let mut by_state: Vec<(gpuq_core::JobState, Vec<u32>)> = Vec::new();
+    for t in &tasks {
+        let k = t.array_index.unwrap_or_default();
+        match by_state.iter_mut().find(|(s, _)| *s == t.state) {
+            Some((_, v)) => v.push(k),
+            None => by_state.push((t.state, vec![k])),
+        }
+    }
+    by_state.sort_by_key(|(s, _)| gpuq_core::JobState::ALL.iter().position(|x| x == s));
+    for (state, indices) in by_state {
+        row(
+            state.as_str(),
+            match indices.as_slice() {
+                [k] => format!("{id}.{k}"),
+                many => format!("{id}.[{}]", gpuq_core::array::compact(many)),
+            },
+        );
+    }
+    let failed: Vec<&gpuq_core::Job> = tasks
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.state,
+                gpuq_core::JobState::Failed | gpuq_core::JobState::Lost
+            )
+        })
+        .take(5)
+        .collect();
+    for t in &failed {
+        row(
+            "",
+            format!(
+                "{}: {}",
+                t.reference(),
+                t.reason.as_deref().unwrap_or("failed")
+            ),
+        );
+    }
+    outln!("gpuq ls {id} lists the tasks; gpuq show {id}.K shows task K");
     Ok(0)
 }
 

@@ -52,15 +52,20 @@ pub struct SubmitArgs {
     /// Working directory [default: the current directory].
     #[arg(long)]
     cwd: Option<String>,
-    /// Start only after job ID succeeded (repeatable).
+    /// Start only after job ID succeeded (repeatable); an array's ID: all its
+    /// tasks, ID.K: task K.
     #[arg(long = "after", value_name = "ID")]
-    after: Vec<u64>,
+    after: Vec<String>,
     /// May be stopped and requeued for higher-priority work.
     #[arg(long)]
     preemptible: bool,
     /// Nodes for a multi-node job (Slurm backend); --gpus is then per node.
     #[arg(long)]
     nodes: Option<u32>,
+    /// A job array: one task per index, each with GPUQ_ARRAY_INDEX, under one id;
+    /// %N runs at most N at once, e.g. 0-99%8, 1,3,5-7, 0-99:2 (every second).
+    #[arg(long, value_name = "INDICES[%N]")]
+    array: Option<String>,
     /// Do not record the code and interpreter it is submitted from (also GPUQ_NO_REPRO=1).
     #[arg(long)]
     no_repro: bool,
@@ -157,10 +162,23 @@ impl SubmitArgs {
                 std::path::absolute(c).map_err(|e| CliError::usage(format!("--cwd {c:?}: {e}")))?;
             spec.cwd = Some(abs.to_string_lossy().into_owned());
         }
-        spec.after.extend(self.after.iter().copied());
+        for a in &self.after {
+            // ID.K is resolved by `submit`, which asks the daemon for the task's job.
+            if let gpuq_core::JobRef::Job(id) = super::arrays::parse_ref(a)
+                .map_err(|e| CliError::usage(format!("--after: {}", e.message)))?
+            {
+                spec.after.push(id);
+            }
+        }
         spec.preemptible |= self.preemptible;
         if self.nodes.is_some() {
             spec.nodes = self.nodes;
+        }
+        if let Some(a) = &self.array {
+            spec.array = Some(
+                a.parse()
+                    .map_err(|e| CliError::usage(format!("--array: {e}")))?,
+            );
         }
         spec.validate()
             .map_err(|e| CliError::usage(e.to_string()))?;
@@ -214,7 +232,19 @@ pub fn submitter_context() -> Result<(String, BTreeMap<String, String>), CliErro
 
 /// Builds the request with the submitter's context and sends it.
 pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError> {
-    let spec = args.to_spec()?;
+    let mut spec = args.to_spec()?;
+    for a in &args.after {
+        if let Ok(gpuq_core::JobRef::Task { array, index }) = a.parse() {
+            let task = client.array_task(array, index).await.map_err(|e| {
+                let e = CliError::from(e);
+                CliError {
+                    message: format!("--after {a}: {}", e.message),
+                    ..e
+                }
+            })?;
+            spec.after.push(task.id);
+        }
+    }
     let (cwd, env) = submitter_context()?;
     let repro = super::repro::capture_for(&spec, &cwd, args.no_repro);
     let req = SubmitRequest {
@@ -230,10 +260,12 @@ pub async fn submit(client: &Client, args: &SubmitArgs) -> Result<Job, CliError>
 
 pub async fn run(client: &Client, args: SubmitArgs) -> CmdResult {
     let job = submit(client, &args).await?;
-    if args.json {
-        super::output::print_json(&job);
-    } else {
-        outln!("{}", job.id);
+    match job.array_id {
+        // An array: its id (its first task's); --json gives the array and its tasks.
+        Some(array) if args.json => super::output::print_json(&client.array(array, true).await?),
+        Some(array) => outln!("{array}"),
+        None if args.json => super::output::print_json(&job),
+        None => outln!("{}", job.id),
     }
     Ok(0)
 }

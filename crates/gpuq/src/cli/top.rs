@@ -581,6 +581,9 @@ mod tests {
             ended_at: None,
             spec,
             cost: None,
+            array_id: None,
+            array_index: None,
+            array_limit: None,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Properties over random workloads: no GPU held twice, placements of the
-//! shape asked for, only preemptible lower-class victims, and no starvation of
-//! the backfill head.
+//! shape asked for, only preemptible lower-class victims, no group (a job
+//! array's `%N`) over its limit, and no starvation of the backfill head.
 
 use super::super::*;
 use proptest::prelude::*;
@@ -50,8 +50,9 @@ proptest! {
     /// Whatever the cluster and the sequence of submits and exits: no GPU is
     /// ever held by two running jobs, every start has the shape its job asked
     /// for (one node; whole nodes of one kind; `nodes` nodes of one kind with
-    /// `gpus` each), a job fails only when it could never run, and only
-    /// preemptible, lower-class jobs are preempted, once.
+    /// `gpus` each), a job fails only when it could never run, only
+    /// preemptible, lower-class jobs are preempted, once, and no group runs
+    /// more of its jobs at once than its limit.
     #[test]
     fn no_gpu_is_shared_and_counts_are_honoured((kinds, ops) in ops()) {
         let classes = [Priority::Low, Priority::Normal, Priority::High];
@@ -85,6 +86,8 @@ proptest! {
                     eligible_at: None,
                     gpu_type: (shape == 1).then(|| "m1".into()),
                     gpu_mem_mib: None,
+                    // Two arrays: at most 1 and at most 2 of their tasks at once.
+                    group: (pick % 3 != 0).then(|| JobGroup { id: 1000 + (pick % 2) as u64, limit: 1 + (pick % 2) as u32 }),
                 };
                 asked.insert(next_id, job.clone());
                 class.insert(next_id, (classes[pick as usize % 3], pick % 5 < 2));
@@ -137,6 +140,7 @@ proptest! {
                             priority: class[&job].0,
                             preemptible: class[&job].1,
                             stopping: false,
+                            group: p.group,
                         });
                     }
                     Decision::Fail { job, .. } => {
@@ -159,6 +163,10 @@ proptest! {
                         prop_assert!(held.insert((part.node, *g)), "GPU {} on node {} held twice", g, part.node);
                     }
                 }
+            }
+            for g in running.iter().filter_map(|r| r.group) {
+                let n = running.iter().filter(|r| r.group == Some(g)).count() as u32;
+                prop_assert!(n <= g.limit, "{} jobs of group {} run, limit {}", n, g.id, g.limit);
             }
             let per_node = |n: usize| running.iter().filter(|r| r.placement.nodes().any(|m| m == n)).count() as u32;
             prop_assert!((0..nodes.len()).all(|n| per_node(n) <= nodes[n].slots));
@@ -185,13 +193,13 @@ proptest! {
             if g == 0 { break; }
             running.push(RunningJob { id: 1000 + i as u64, user: "u".into(), project: None,
                 placement: Placement::single(0, (next_gpu..next_gpu + g).collect()), ends_by: Some(*limit),
-                priority: Priority::Normal, preemptible: false, stopping: false });
+                priority: Priority::Normal, preemptible: false, stopping: false, group: None });
             next_gpu += g;
         }
         // The head arrives at t=0 and can start, at the latest, when every job running then has ended.
         let deadline = running.iter().filter_map(|r| r.ends_by).max().unwrap_or(0);
         let head = PendingJob { id: 1, user: "u".into(), project: None, priority: Priority::Normal,
-            submitted_at: 0, gpus: 4, nodes: None, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None };
+            submitted_at: 0, gpus: 4, nodes: None, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None };
         let mut pending = vec![head];
         let mut head_started = None;
         for (t, (g, limit)) in stream.iter().enumerate() {
@@ -199,7 +207,7 @@ proptest! {
             running.retain(|r| r.ends_by.is_none_or(|e| e > now));
             pending.push(PendingJob { id: 10 + t as u64, user: "u".into(), project: None,
                 priority: Priority::Normal, submitted_at: now + 1, gpus: *g, nodes: None, time_limit_ms: Some(*limit as u64),
-                after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None });
+                after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None });
             let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false, policy: &policy };
             for d in schedule(&input, &pending) {
                 if let Decision::Start { job, placement } = d {
@@ -207,7 +215,7 @@ proptest! {
                     if job == 1 { head_started = Some(now); }
                     running.push(RunningJob { id: job, user: "u".into(), project: None, placement,
                         ends_by: Some(now + p.time_limit_ms.unwrap() as i64), priority: p.priority,
-                        preemptible: false, stopping: false });
+                        preemptible: false, stopping: false, group: None });
                     pending.retain(|q| q.id != job);
                 }
             }
