@@ -443,6 +443,11 @@ fn a_bad_sweep_file_is_refused_with_the_field_and_nothing_is_created() {
             "budget: {dollars: 5}\ntime_limit: 1h\n",
             "budget.dollars",
         ),
+        (
+            "{name: random, max_trials: 9, max_step: 9}",
+            "array: 0-3\n",
+            "array",
+        ),
     ];
     for (searcher, extra, field) in cases {
         let file = sweep_file(dir.path(), searcher, "");
