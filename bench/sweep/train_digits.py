@@ -121,7 +121,10 @@ def train(params, max_step, dataset="digits", ckpt_path=None, on_step=None, shou
     ``on_step(step, val_acc, val_loss, cpu_seconds)`` is called after each step, where
     ``cpu_seconds`` is the process CPU time of that step (training and evaluation). Returns
     the last step trained (or resumed at) and whether it stopped before ``max_step``.
+    ``max_step`` may be a function, read again after each step: a sweep trial promoted at
+    its rung trains on in place (``gpuq.trial_max_step()`` grows).
     """
+    limit = max_step if callable(max_step) else (lambda: max_step)
     torch.set_num_threads(1)
     hp = resolve(params)
     x_tr, y_tr, x_va, y_va, classes = load_data(dataset)
@@ -138,8 +141,8 @@ def train(params, max_step, dataset="digits", ckpt_path=None, on_step=None, shou
         if ckpt.get("epochs_per_step", 1) != epochs_per_step:
             raise SystemExit("the checkpoint was trained with %d epochs per step, not %d"
                              % (ckpt.get("epochs_per_step", 1), epochs_per_step))
-        if step >= max_step:
-            log("resumed at step %d, the step limit (%d): nothing to train" % (step, max_step))
+        if step >= limit():
+            log("resumed at step %d, the step limit (%d): nothing to train" % (step, limit()))
         else:
             log("resumed from step %d; continuing at step %d" % (step, step + 1))
     else:
@@ -157,13 +160,13 @@ def train(params, max_step, dataset="digits", ckpt_path=None, on_step=None, shou
                 "params": hp,
             })
 
-    if step >= max_step and last is not None and on_step is not None:
+    if step >= limit() and last is not None and on_step is not None:
         # Already trained this far (the report may have been lost with the
         # previous attempt): report it again so the sweep sees its rung.
         on_step(step, last[0], last[1], 0.0)
     stopped = False
     n = x_tr.shape[0]
-    while step < max_step:
+    while step < limit():
         t0 = time.process_time()
         for k in range(epochs_per_step):
             # A permutation seeded by (trial seed, epoch) instead of a running
@@ -182,7 +185,7 @@ def train(params, max_step, dataset="digits", ckpt_path=None, on_step=None, shou
         if on_step is not None:
             on_step(step, acc, vloss, time.process_time() - t0)
         if should_stop is not None and should_stop():
-            stopped = step < max_step
+            stopped = step < limit()
             break
     checkpoint()
     return step, stopped
@@ -207,8 +210,10 @@ def main():
     ckpt = str(gpuq.checkpoint_dir() / "ckpt.pt")
     if args.epochs_per_step < 1:
         ap.error("--epochs-per-step must be at least 1")
-    step, stopped = train(params, max_step, args.dataset, ckpt, on_step, gpuq.should_stop,
-                           log=lambda m: print(m, flush=True), epochs_per_step=args.epochs_per_step)
+    # Read again after each step: promoted at its rung, a trial trains on in place.
+    step, stopped = train(params, lambda: gpuq.trial_max_step() or max_step, args.dataset, ckpt, on_step,
+                          gpuq.should_stop,
+                          log=lambda m: print(m, flush=True), epochs_per_step=args.epochs_per_step)
     if stopped:
         print("stop requested at step %d: checkpoint saved, exiting %d" % (step, EXIT_REQUEUE), flush=True)
         sys.exit(EXIT_REQUEUE)

@@ -347,6 +347,7 @@ def test_should_stop_at_the_trials_step_limit(tmp_path, monkeypatch):
     from gpuq import _stop
 
     monkeypatch.setattr(_stop, "_last_step", None)
+    monkeypatch.setattr(_stop, "_paused_at", None)
     monkeypatch.setattr(_stop, "_stop_requested", False)
     monkeypatch.setenv("GPUQ_METRICS_FILE", str(tmp_path / "m.jsonl"))
     monkeypatch.setenv("GPUQ_TRIAL_MAX_STEP", "3")
@@ -354,6 +355,99 @@ def test_should_stop_at_the_trials_step_limit(tmp_path, monkeypatch):
     assert not gpuq.should_stop()
     gpuq.log(loss=0.5)  # no step: the limit is not reached by it
     assert not gpuq.should_stop()
+    gpuq.log(step=3, loss=0.4)
+    assert gpuq.should_stop()
+
+
+class _RungDaemon:
+    """A stand-in for the daemon's POST /v1/jobs/{id}/rung, answering `answer`."""
+
+    def __init__(self, answer, status=200):
+        import http.server
+
+        calls = self.calls = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                calls.append((self.path, self.headers.get("Authorization")))
+                body = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _trial_env(monkeypatch, tmp_path, url, limit):
+    from gpuq import _stop
+
+    monkeypatch.setattr(_stop, "_last_step", None)
+    monkeypatch.setattr(_stop, "_paused_at", None)
+    monkeypatch.setattr(_stop, "_stop_requested", False)
+    monkeypatch.setenv("GPUQ_METRICS_FILE", str(tmp_path / "m.jsonl"))
+    monkeypatch.setenv("GPUQ_TRIAL_MAX_STEP", str(limit))
+    monkeypatch.setenv("GPUQ_URL", url)
+    monkeypatch.setenv("GPUQ_JOB_ID", "7")
+    monkeypatch.setenv("GPUQ_SWEEP_ID", "2")
+    monkeypatch.setenv("GPUQ_TRIAL_TOKEN", "gpuqjob_7_x")
+
+
+def test_a_trial_promoted_at_its_rung_trains_on(tmp_path, monkeypatch):
+    daemon = _RungDaemon({"train_on": True, "max_step": 9, "reason": "promoted"})
+    try:
+        _trial_env(monkeypatch, tmp_path, daemon.url, 3)
+        gpuq.log(step=3, loss=0.4)
+        assert not gpuq.should_stop()
+        assert gpuq.trial_max_step() == 9
+        assert daemon.calls == [("/v1/jobs/7/rung", "Bearer gpuqjob_7_x")]
+        gpuq.log(step=8, loss=0.3)
+        assert not gpuq.should_stop()
+        assert len(daemon.calls) == 1, "not asked below the new limit"
+    finally:
+        daemon.close()
+
+
+def test_a_trial_told_to_pause_stops_and_is_not_asked_again(tmp_path, monkeypatch):
+    daemon = _RungDaemon({"train_on": False, "max_step": 3, "reason": "not promoted"})
+    try:
+        _trial_env(monkeypatch, tmp_path, daemon.url, 3)
+        gpuq.log(step=3, loss=0.4)
+        assert gpuq.should_stop()
+        assert gpuq.should_stop()
+        assert gpuq.trial_max_step() == 3
+        assert len(daemon.calls) == 1
+    finally:
+        daemon.close()
+
+
+@pytest.mark.parametrize("answer,status", [({"error": "no"}, 403), ("garbage", 200), ({"train_on": True, "max_step": 2}, 200)])
+def test_a_refusal_or_a_nonsense_answer_pauses(tmp_path, monkeypatch, answer, status):
+    daemon = _RungDaemon(answer, status)
+    try:
+        _trial_env(monkeypatch, tmp_path, daemon.url, 3)
+        gpuq.log(step=3, loss=0.4)
+        assert gpuq.should_stop()
+        assert gpuq.trial_max_step() == 3
+    finally:
+        daemon.close()
+
+
+def test_no_daemon_to_ask_pauses(tmp_path, monkeypatch):
+    from gpuq import _sweep
+
+    monkeypatch.setattr(_sweep, "TRIES", 1)
+    _trial_env(monkeypatch, tmp_path, "http://127.0.0.1:9", 3)
     gpuq.log(step=3, loss=0.4)
     assert gpuq.should_stop()
 

@@ -42,6 +42,7 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::sweep::SweepRequest>();
     gen.subschema_for::<crate::sweep::SweepSummary>();
     gen.subschema_for::<crate::sweep::SweepDetail>();
+    gen.subschema_for::<crate::sweep::RungAnswer>();
     gen.subschema_for::<crate::arrays::ArrayDetail>();
     gen.subschema_for::<crate::arrays::ListRow>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
@@ -181,6 +182,11 @@ fn sweep_paths() -> Value {
             "summary": "A sweep and its trials, best first: params, state, rung, last metric, GPU-hours and cost",
             "parameters": [ id.clone() ],
             "responses": with_errors("200", json_body(schema_ref("SweepDetail"), "The sweep"))
+        }},
+        "/v1/jobs/{id}/rung": { "post": {
+            "summary": "A running sweep trial that logged its rung's step asks whether it trains on in place (promoted at once into the slot it would free) or pauses; called by the SDK's should_stop() with the job's GPUQ_TRIAL_TOKEN",
+            "parameters": [ id_param() ],
+            "responses": with_errors("200", json_body(schema_ref("RungAnswer"), "The answer"))
         }},
         "/v1/sweeps/{id}/cancel": { "post": {
             "summary": "Cancel a sweep (its owner or an admin): no more trials; queued and paused trials are cancelled, running ones stopped",

@@ -113,6 +113,17 @@ pub struct SweepDetail {
     pub trials: Vec<TrialInfo>,
 }
 
+/// `POST /v1/jobs/{id}/rung`: a trial that logged its rung's step asks whether
+/// it trains on in place (it was promoted at once into the slot it would
+/// free: no restart) or pauses (saves, exits, waits without a GPU).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RungAnswer {
+    pub train_on: bool,
+    /// The step it may now train to (its current one when it pauses).
+    pub max_step: u64,
+    pub reason: String,
+}
+
 /// The keys of a sweep file that are not job fields.
 const SWEEP_KEYS: [&str; 5] = ["parameters", "metric", "searcher", "budget", "seed"];
 

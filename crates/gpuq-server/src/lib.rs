@@ -92,6 +92,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         )
         .route("/v1/sweeps/:id", get(sweep_routes::show))
         .route("/v1/sweeps/:id/cancel", post(sweep_routes::cancel))
+        .route("/v1/jobs/:id/rung", post(sweep_routes::rung))
         .route("/v1/events", get(feed::events))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))

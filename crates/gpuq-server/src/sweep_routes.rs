@@ -6,7 +6,7 @@ use super::routes::{parse_body, ApiResult, AppState};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use gpuq_api::sweep::{SweepDetail, SweepRequest, SweepSummary};
+use gpuq_api::sweep::{RungAnswer, SweepDetail, SweepRequest, SweepSummary};
 
 pub async fn create(
     State(ctx): State<AppState>,
@@ -40,4 +40,19 @@ pub async fn cancel(
     Path(id): Path<i64>,
 ) -> ApiResult<Json<SweepDetail>> {
     Ok(Json(ctx.service.cancel_sweep(id, &caller)?))
+}
+
+/// A trial at its rung asks whether it trains on (with its job token).
+pub async fn rung(
+    State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<gpuq_core::JobId>,
+) -> ApiResult<Json<RungAnswer>> {
+    let service = ctx.service.clone();
+    let answer = tokio::task::spawn_blocking(move || service.trial_at_rung(id, &caller))
+        .await
+        .map_err(|e| {
+            crate::routes::ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        })??;
+    Ok(Json(answer))
 }

@@ -78,6 +78,9 @@ pub struct SweepStep {
     pub start: Vec<NewTrial>,
     /// Paused trials to resume: (job, the step they may now train to).
     pub promote: Vec<(JobId, u64)>,
+    /// A running trial at its rung promoted at once: it trains on in its
+    /// attempt to this step, never paused.
+    pub train_on: Vec<(JobId, u64)>,
     /// Paused trials never to resume: (job, why).
     pub stop: Vec<(JobId, String)>,
     /// The sweep ends: (state, why).
@@ -311,6 +314,21 @@ fn apply_in(
             *job,
             "promoted",
             &format!("by sweep {sweep}: resumes and trains to step {max_step}"),
+        )?;
+    }
+    for (job, max_step) in &step.train_on {
+        tx.execute(
+            "UPDATE trials SET max_step = ?2 WHERE job_id = ?1",
+            params![job, *max_step as i64],
+        )?;
+        insert_event(
+            tx,
+            now,
+            *job,
+            "promoted",
+            &format!(
+                "by sweep {sweep} at its rung: trains on to step {max_step} without a restart"
+            ),
         )?;
     }
     let stops: Vec<(JobId, JobState, String)> = step

@@ -64,6 +64,7 @@ fn attempts(d: &Daemon, job: u64) -> Vec<(u32, u64, u64, String)> {
     let text =
         std::fs::read_to_string(d.job_dir(job).join("outputs/attempts.txt")).unwrap_or_default();
     text.lines()
+        .filter(|l| !l.starts_with("end "))
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
             (
@@ -83,7 +84,14 @@ const ASHA_9: &str =
 fn asha_promotes_the_best_and_a_promoted_trial_resumes_from_its_checkpoint() {
     let d = Daemon::start("sim:2");
     let dir = tempfile::tempdir().unwrap();
-    let id = start_sweep(&d, &sweep_file(dir.path(), ASHA_9, ""));
+    // Every promotion through a pause (see the in-place test below).
+    let file = sweep_file(dir.path(), ASHA_9, "");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "STEP_SECONDS: '0.05'",
+        "STEP_SECONDS: '0.05'\n  PAUSE_ONLY: '1'",
+    );
+    std::fs::write(&file, text).unwrap();
+    let id = start_sweep(&d, &file);
     let s = wait_ended(&d, id, 90);
     assert_eq!(s["state"], "done", "{s:#}");
     assert_eq!(s["rungs"], serde_json::json!([1, 3, 9]));
@@ -511,4 +519,59 @@ fn trials_see_their_ids_params_and_step_limit() {
     // A trial that never logs its metric completes; nothing to rank it by.
     assert_eq!(s["state"], "done");
     assert_eq!(t["state"], "completed");
+}
+
+#[test]
+fn a_trial_promoted_at_its_rung_trains_on_in_place_without_a_restart() {
+    // One slot, a fixed seed: trials run one at a time, and a trial that ranks
+    // in the top third of its rung when it reports takes its own slot back.
+    let d = Daemon::start("sim:1");
+    let dir = tempfile::tempdir().unwrap();
+    let file = sweep_file(
+        dir.path(),
+        "{name: asha, max_trials: 9, max_concurrent: 1, max_step: 9, min_step: 1, eta: 3}",
+        "seed: 11\n",
+    );
+    let id = start_sweep(&d, &file);
+    let s = wait_ended(&d, id, 120);
+    assert_eq!(s["state"], "done", "{s:#}");
+    let mut in_place = 0;
+    for t in s["trials"].as_array().unwrap() {
+        let job = t["job"].as_u64().unwrap();
+        let shown = d.show(job);
+        let promoted_here = shown["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["detail"].as_str().unwrap().contains("without a restart"))
+            .count();
+        in_place += promoted_here;
+        // Attempts and promotions add up: each rung passed either in place or
+        // through a pause and a new attempt, never both, never from step 0 again.
+        let at = attempts(&d, job);
+        let rungs_passed = match t["rung_step"].as_u64().unwrap() {
+            1 => 0,
+            3 => 1,
+            _ => 2,
+        };
+        assert_eq!(
+            at.len() - 1 + promoted_here,
+            rungs_passed,
+            "{shown:#}\n{at:?}"
+        );
+        assert!(at.windows(2).all(|w| w[1].1 > w[0].1), "{at:?}");
+        let m = d.json(&["metrics", &job.to_string(), "--json"]);
+        let steps: Vec<u64> = m["series"][0]["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["step"].as_u64().unwrap())
+            .collect();
+        let last = t["last_step"].as_u64().unwrap();
+        assert_eq!(steps, (1..=last).collect::<Vec<_>>(), "job {job}");
+    }
+    assert!(in_place >= 1, "no trial trained on in place: {s:#}");
+    // The best trial reached the top and is the lowest x, as with pauses.
+    let best = &s["trials"][0];
+    assert_eq!(best["last_step"], 9);
 }

@@ -12,6 +12,8 @@ _stop_requested = False
 _installed = False
 # The highest step gpuq.log() recorded in this process (see should_stop).
 _last_step = None
+# The step limit at which the daemon said "pause" (it is not asked twice).
+_paused_at = None
 _lock = threading.Lock()
 
 
@@ -67,10 +69,17 @@ def should_stop():
     a sweep trial, once :func:`gpuq.log` recorded the step the trial may train to in
     this attempt (``GPUQ_TRIAL_MAX_STEP``, see :func:`gpuq.trial_max_step`).
 
+    At that step a trial first asks the daemon whether it was promoted at once; if
+    so, :func:`gpuq.trial_max_step` grows and this returns False: the trial trains on
+    in the same process (so loop on ``trial_max_step()``, read after each step, not on
+    a bound taken at the start). Otherwise it returns True: save and exit 0, and the
+    trial pauses without holding a GPU.
+
     The first call installs the signal handlers (see :func:`install_stop_handler`); call it,
     or ``install_stop_handler()``, early in the program so that a signal arriving before the
     first check is caught too. Until then, SIGTERM keeps its default effect.
     """
+    global _paused_at
     if not _installed:
         install_stop_handler()
     if _stop_requested:
@@ -78,4 +87,13 @@ def should_stop():
     from ._env import trial_max_step
 
     limit = trial_max_step()
-    return limit is not None and _last_step is not None and _last_step >= limit
+    if limit is None or _last_step is None or _last_step < limit:
+        return False
+    if _paused_at == limit:
+        return True
+    from ._sweep import train_on
+
+    if train_on(limit) is not None:
+        return False
+    _paused_at = limit
+    return True

@@ -15,7 +15,9 @@
 
 use super::{pending_of, Service, ServiceError};
 use crate::identity::Caller;
-use gpuq_api::sweep::{BestTrial, SweepDetail, SweepRequest, SweepSummary, SweepUsage, TrialInfo};
+use gpuq_api::sweep::{
+    BestTrial, RungAnswer, SweepDetail, SweepRequest, SweepSummary, SweepUsage, TrialInfo,
+};
 use gpuq_api::tracking::MetricValue;
 use gpuq_core::sweep::{
     attempts_within, Decision, Goal, Searcher, SweepBudget, SweepError, SweepSpec, TrialEnd,
@@ -459,7 +461,8 @@ impl Service {
         Ok(())
     }
 
-    /// What a trial's attempt sees besides an ordinary job's environment.
+    /// What a trial's attempt sees besides an ordinary job's environment
+    /// (GPUQ_TRIAL_TOKEN: this job's token, for asking at its rung).
     pub(super) fn add_sweep_env(&self, job: JobId, env: &mut BTreeMap<String, String>) {
         let Ok(Some(t)) = self.lock().store.trial_of_job(job) else {
             return;
@@ -467,6 +470,95 @@ impl Service {
         env.insert("GPUQ_SWEEP_ID".into(), t.sweep_id.to_string());
         env.insert("GPUQ_TRIAL_ID".into(), t.trial.to_string());
         env.insert("GPUQ_TRIAL_MAX_STEP".into(), t.max_step.to_string());
+        env.insert("GPUQ_TRIAL_TOKEN".into(), self.link.job_token(job));
+    }
+
+    /// A running trial logged its rung's step and asks whether to train on.
+    /// It does when the searcher, given its result, would hand the slot it
+    /// frees straight back to it (ASHA's rule, asynchronous as always): then
+    /// it is promoted in its own attempt, with no checkpoint round trip and no
+    /// process start. Otherwise nothing is committed and it pauses as usual.
+    /// The continuation stays within the attempt's time limit, so a budget's
+    /// worst case already covers it.
+    pub fn trial_at_rung(
+        self: &Arc<Self>,
+        job: JobId,
+        caller: &Caller,
+    ) -> Result<RungAnswer, ServiceError> {
+        let owner = self.job(job)?;
+        if !(caller.admin || caller.user == owner.user) {
+            return Err(ServiceError::Forbidden(format!(
+                "job {job} belongs to {}; only it, its owner or an admin may report its rung",
+                owner.user
+            )));
+        }
+        let trial = self
+            .lock()
+            .store
+            .trial_of_job(job)?
+            .ok_or_else(|| ServiceError::Conflict(format!("job {job} is not a sweep trial")))?;
+        let pause = |reason: String| RungAnswer {
+            train_on: false,
+            max_step: trial.max_step,
+            reason,
+        };
+        if owner.state != JobState::Running {
+            return Ok(pause(format!("job {job} is {}, not running", owner.state)));
+        }
+        // What it logged through its metrics file, before it is ranked.
+        self.ingest_metrics_file(job, &owner.user, false);
+        let _one = self.sweep_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (row, file, mut searcher, _) = self.load_sweep(trial.sweep_id, false)?;
+        if row.state != gpuq_store::sweeps::SWEEP_RUNNING {
+            return Ok(pause(format!("sweep {} has ended ({})", row.id, row.state)));
+        }
+        if trial.max_step >= file.sweep.searcher.max_step {
+            return Ok(pause(format!(
+                "step {} is the last: the trial is complete",
+                trial.max_step
+            )));
+        }
+        let running = searcher
+            .trial(trial.trial)
+            .is_some_and(|t| t.state == TrialState::Running);
+        if !running || searcher.rung_step(trial.trial) != Some(trial.max_step) {
+            return Ok(pause(
+                "the sweep does not wait on this trial at this step".into(),
+            ));
+        }
+        let metric = &file.sweep.metric.name;
+        let Some((step, value)) = self
+            .rung_report(job, metric, trial.max_step)
+            .filter(|r| r.0 >= trial.max_step)
+        else {
+            return Ok(pause(format!(
+                "no {metric} at step {} or later yet",
+                trial.max_step
+            )));
+        };
+        searcher.on_trial_reported(trial.trial, step, value)?;
+        match searcher.next(1).first() {
+            Some(Decision::Promote { trial: t, max_step }) if *t == trial.trial => {
+                let step = SweepStep {
+                    searcher: serde_json::to_string(&searcher).expect("searcher serializes"),
+                    train_on: vec![(job, *max_step)],
+                    note: row.reason.clone(),
+                    ..SweepStep::default()
+                };
+                self.commit_step(row.id, &step)?;
+                Ok(RungAnswer {
+                    train_on: true,
+                    max_step: *max_step,
+                    reason: format!(
+                        "promoted at its rung ({metric} = {value} at step {step}): trains on to step {max_step}",
+                        step = trial.max_step
+                    ),
+                })
+            }
+            _ => Ok(pause(format!(
+                "not promoted at once ({metric} = {value} at step {step}); it pauses and waits"
+            ))),
+        }
     }
 
     /// When a trial's attempt ends well having logged its metric at or past

@@ -2,8 +2,11 @@
 checkpoint, so a promoted trial must resume where it paused.
 
 val_loss = x + 1/step (lower x is better at every step). Each attempt appends
-"attempt start_step max_step gpus" to outputs/attempts.txt. CRASH_TRIALS
-(comma-separated trial ids) makes those trials exit 3 on every attempt.
+"attempt start_step max_step gpus" to outputs/attempts.txt, and "end step" when
+it ends. CRASH_TRIALS (comma-separated trial ids) makes those trials exit 3 on
+every attempt. PAUSE_ONLY=1 stops at the step limit without asking the daemon
+(gpuq.should_stop() asks whether to train on in place), so every promotion
+goes through a pause and a restart from the checkpoint.
 """
 
 import json
@@ -26,10 +29,17 @@ if trial in os.environ.get("CRASH_TRIALS", "").split(","):
     print("crashing on purpose", flush=True)
     sys.exit(3)
 pause = float(os.environ.get("STEP_SECONDS", "0.05"))
-for step in range(start + 1, limit + 1):
+pause_only = os.environ.get("PAUSE_ONLY") == "1"
+step = start
+while step < (gpuq.trial_max_step() or 9):
+    step += 1
     time.sleep(pause)
     gpuq.log(step=step, val_loss=float(params["x"]) + 1.0 / step)
     checkpoint.write_text(json.dumps({"step": step}))
+    if pause_only and step >= (gpuq.trial_max_step() or 9):
+        break
     if gpuq.should_stop():
         break
+with open(gpuq.output_dir() / "attempts.txt", "a") as f:
+    f.write(f"end {step}\n")
 sys.exit(0)
