@@ -327,6 +327,10 @@ pub struct SweepSimOptions {
     /// model one holds) towards the target and the best value, not every
     /// reported step.
     pub rung_only: bool,
+    /// Every promotion pauses and restarts the trial (paying the restart
+    /// overhead), as a trial that does not ask at its rung; by default a
+    /// trial promoted at once trains on in place, as the daemon runs it.
+    pub pause_only: bool,
 }
 
 impl Default for SweepSimOptions {
@@ -343,6 +347,7 @@ impl Default for SweepSimOptions {
             restart_overhead_s: 0.0,
             budget_s: None,
             rung_only: false,
+            pause_only: false,
         }
     }
 }

@@ -189,6 +189,33 @@ impl Searcher {
         Some((better + 1, results.len()))
     }
 
+    /// A running trial reported `value` at `step`, at or past its rung's step.
+    /// If the slot it frees would go straight back to it (the decision for
+    /// one free slot is to promote this very trial), it is promoted and its
+    /// new step limit returned: it can train on in place, with no pause and
+    /// no restart. Otherwise nothing changes (not even the report): the caller
+    /// pauses the trial as usual and reports it then.
+    pub fn train_on_at_rung(
+        &mut self,
+        trial: TrialId,
+        step: u64,
+        value: f64,
+    ) -> Result<Option<u64>, SweepError> {
+        let mut probe = self.clone();
+        probe.on_trial_reported(trial, step, value)?;
+        if probe.trial(trial).map(|t| t.state) != Some(TrialState::Paused) {
+            return Ok(None);
+        }
+        match probe.next(1).first() {
+            Some(Decision::Promote { trial: t, max_step }) if *t == trial => {
+                let max_step = *max_step;
+                *self = probe;
+                Ok(Some(max_step))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// The reduction factor: the top 1/eta of a rung is promoted.
     pub fn eta(&self) -> u64 {
         self.eta

@@ -679,3 +679,74 @@ fn trial_counts_are_bounded() {
     sp.searcher.max_concurrent = MAX_CONCURRENT;
     assert!(sp.validate().is_ok());
 }
+
+#[test]
+fn a_trial_takes_its_own_slot_back_only_when_it_would_be_promoted_at_once() {
+    // One slot; minimize. Trials 0 and 1 report at rung 0 (no promotion with
+    // fewer than 3 results), then trial 2 reports the best of three: the slot
+    // it frees is its own promotion, so it trains on.
+    let mut s = Searcher::new(&asha(9, 1, 9), 1).unwrap();
+    s.next(1);
+    assert_eq!(s.train_on_at_rung(0, 1, 0.5).unwrap(), None);
+    assert_eq!(
+        s.trial(0).unwrap().state,
+        TrialState::Running,
+        "nothing changed"
+    );
+    s.on_trial_reported(0, 1, 0.5).unwrap();
+    s.next(1);
+    assert_eq!(s.train_on_at_rung(1, 1, 0.7).unwrap(), None);
+    s.on_trial_reported(1, 1, 0.7).unwrap();
+    s.next(1);
+    assert_eq!(s.train_on_at_rung(2, 1, 0.1).unwrap(), Some(3));
+    assert_eq!(s.trial(2).unwrap().state, TrialState::Running);
+    assert_eq!(s.rung_step(2), Some(3));
+    // Its result counts at rung 0, and it was promoted from there once.
+    assert_eq!(s.rank_at(2, 0), Some((1, 3)));
+    // The top rung completes the trial: nothing to train on to.
+    s.on_trial_reported(2, 3, 0.05).unwrap();
+    let mut t = Searcher::new(&asha(9, 1, 3), 1).unwrap();
+    t.next(1);
+    assert_eq!(t.train_on_at_rung(0, 3, 0.1).unwrap(), None);
+    // A trial that is not running cannot report.
+    assert!(s.train_on_at_rung(0, 1, 0.1).is_err());
+}
+
+#[test]
+fn train_on_at_rung_follows_asha_ranking_as_results_arrive() {
+    // One slot, minimize, eta 3, rungs 1, 3, 9: the top floor(n/3) of the n
+    // results at a rung so far go on.
+    let mut s = Searcher::new(&asha(27, 1, 9), 1).unwrap();
+    let mut report = |s: &mut Searcher, t: TrialId, step: u64, v: f64| {
+        s.on_trial_reported(t, step, v).unwrap();
+        s.next(1)
+    };
+    s.next(1);
+    report(&mut s, 0, 1, 0.1);
+    report(&mut s, 1, 1, 0.9);
+    let d = report(&mut s, 2, 1, 0.8);
+    assert_eq!(
+        d,
+        vec![Decision::Promote {
+            trial: 0,
+            max_step: 3
+        }]
+    );
+    // Trial 0, alone at rung 1, is not promotable; a new trial starts.
+    let d = report(&mut s, 0, 3, 0.05);
+    assert!(matches!(d[0], Decision::Start { trial: 3, .. }), "{d:?}");
+    report(&mut s, 3, 1, 0.95);
+    report(&mut s, 4, 1, 0.96);
+    let d = report(&mut s, 5, 1, 0.2);
+    assert_eq!(
+        d,
+        vec![Decision::Promote {
+            trial: 5,
+            max_step: 3
+        }],
+        "2nd of 6 at rung 0"
+    );
+    // At rung 1: trial 0 (0.05) paused there; 5 reports 0.04, the best of 2,
+    // but floor(2/3) = 0 go on: it does not train on.
+    assert_eq!(s.train_on_at_rung(5, 3, 0.04).unwrap(), None);
+}

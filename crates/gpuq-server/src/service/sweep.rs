@@ -536,26 +536,25 @@ impl Service {
                 trial.max_step
             )));
         };
-        searcher.on_trial_reported(trial.trial, step, value)?;
-        match searcher.next(1).first() {
-            Some(Decision::Promote { trial: t, max_step }) if *t == trial.trial => {
+        match searcher.train_on_at_rung(trial.trial, step, value)? {
+            Some(max_step) => {
                 let step = SweepStep {
                     searcher: serde_json::to_string(&searcher).expect("searcher serializes"),
-                    train_on: vec![(job, *max_step)],
+                    train_on: vec![(job, max_step)],
                     note: row.reason.clone(),
                     ..SweepStep::default()
                 };
                 self.commit_step(row.id, &step)?;
                 Ok(RungAnswer {
                     train_on: true,
-                    max_step: *max_step,
+                    max_step,
                     reason: format!(
                         "promoted at its rung ({metric} = {value} at step {step}): trains on to step {max_step}",
                         step = trial.max_step
                     ),
                 })
             }
-            _ => Ok(pause(format!(
+            None => Ok(pause(format!(
                 "not promoted at once ({metric} = {value} at step {step}); it pauses and waits"
             ))),
         }

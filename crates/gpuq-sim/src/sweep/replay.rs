@@ -200,12 +200,21 @@ pub fn replay(
                 continue 'run;
             };
             run.steps += 1;
-            searcher.on_trial_reported(a.trial, point.step, point.value)?;
             let at_rung = point.step >= a.rung_step;
+            // Promoted at once into the slot it frees: it trains on, no restart.
+            let train_on = match at_rung && !opts.pause_only {
+                true => searcher.train_on_at_rung(a.trial, point.step, point.value)?,
+                false => None,
+            };
+            if train_on.is_none() {
+                searcher.on_trial_reported(a.trial, point.step, point.value)?;
+            }
             if at_rung || !opts.rung_only {
                 count(&mut run, opts, a.trial, point.step, point.value);
             }
-            if at_rung {
+            if let Some(step) = train_on {
+                a.rung_step = step;
+            } else if at_rung {
                 resume[a.trial as usize] = a.next + 1;
                 running.remove(i);
                 continue 'run;

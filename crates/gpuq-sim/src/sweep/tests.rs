@@ -292,7 +292,24 @@ fn compare_runs_every_searcher_on_the_same_seeds_side_by_side() {
     assert_eq!(random.reached, 6);
     assert_eq!(random.compute_to_target_vs_random, Some(1.0));
     let asha = &c.summaries[0];
-    // Rung 1 sees all three (3 s), and only the best goes on (2 s).
+    // Rung 1 sees all three (3 s), and only the best goes on (2 s); when the
+    // best is the third to report, its own freed slot is its promotion and it
+    // trains on in place: one attempt fewer.
+    assert_eq!((asha.compute_s.mean, asha.reached), (5.0, 6));
+    assert!(
+        (3.0..4.0).contains(&asha.attempts.mean),
+        "{}",
+        asha.attempts.mean
+    );
+    let paused = compare(
+        &curves,
+        &SweepSimOptions {
+            pause_only: true,
+            ..o.clone()
+        },
+    )
+    .unwrap();
+    let asha = &paused.summaries[0];
     assert_eq!(
         (asha.compute_s.mean, asha.attempts.mean, asha.reached),
         (5.0, 4.0, 6)

@@ -41,6 +41,9 @@ pub struct SweepArgs {
     /// Count only results at a rung (a checkpointed model) towards the target and the best, not every reported step.
     #[arg(long, requires = "sweep")]
     rung_only: bool,
+    /// Every promotion pauses and restarts the trial; by default a trial promoted at once trains on in place, as the daemon runs it.
+    #[arg(long, requires = "sweep")]
+    pause_only: bool,
 }
 
 pub fn run(path: &Path, args: &SweepArgs, json: bool) -> CmdResult {
@@ -76,6 +79,7 @@ pub fn run(path: &Path, args: &SweepArgs, json: bool) -> CmdResult {
         restart_overhead_s: args.restart_overhead,
         budget_s: args.budget,
         rung_only: args.rung_only,
+        pause_only: args.pause_only,
     };
     let report = compare(&curves, &opts).map_err(|e| CliError::usage(e.to_string()))?;
     if json {
