@@ -717,7 +717,7 @@ fn train_on_at_rung_follows_asha_ranking_as_results_arrive() {
     // One slot, minimize, eta 3, rungs 1, 3, 9: the top floor(n/3) of the n
     // results at a rung so far go on.
     let mut s = Searcher::new(&asha(27, 1, 9), 1).unwrap();
-    let mut report = |s: &mut Searcher, t: TrialId, step: u64, v: f64| {
+    let report = |s: &mut Searcher, t: TrialId, step: u64, v: f64| {
         s.on_trial_reported(t, step, v).unwrap();
         s.next(1)
     };
