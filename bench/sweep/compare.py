@@ -152,7 +152,13 @@ def measure(env, detail, started, ended, target):
         return sum(max(0.0, min(e, t) - s) for s, e in spans)
 
     total = compute_until(float("inf"))
-    hit = next((tm for tm, v in points if v >= target), None)
+    hits = {}
+    for tgt in target:
+        hit = next((tm for tm, v in points if v >= tgt), None)
+        hits[tgt] = {
+            "compute_s": compute_until(hit) if hit else None,
+            "wall_s": (hit - started) if hit else None,
+        }
 
     def best_within(compute):
         # The latest time by which the trials had used `compute`.
@@ -171,8 +177,7 @@ def measure(env, detail, started, ended, target):
         "attempts": len(spans),
         "compute_s": total,
         "wall_s": ended - started,
-        "compute_to_target_s": compute_until(hit) if hit else None,
-        "wall_to_target_s": (hit - started) if hit else None,
+        "to_target": hits,
         "best": max((v for _, v in points), default=None),
         "best_within": best_within,
         "state": detail["state"],
@@ -190,12 +195,14 @@ def main():
     ap.add_argument("--min-step", type=int, default=1)
     ap.add_argument("--eta", type=int, default=3)
     ap.add_argument("--epochs-per-step", type=int, default=3)
-    ap.add_argument("--target", type=float, default=0.975)
+    ap.add_argument("--targets", default="0.97,0.975,0.98,0.985",
+                    help="validation accuracies to reach, comma-separated")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--out", help="write the figures as JSON here")
     args = ap.parse_args()
 
+    targets = [float(t) for t in args.targets.split(",")]
     home = tempfile.mkdtemp(prefix="gpuq-sweep-bench-")
     proc, env = start_daemon(home, args.workers, args.gpuq)
     results = {}
@@ -206,7 +213,7 @@ def main():
             sweep_file(path, f"bench-{searcher}", searcher, parameters, args)
             sys.stderr.write(f"{searcher}: running...\n")
             detail, started, ended = run_sweep(env, path, args.timeout)
-            results[searcher] = measure(env, detail, started, ended, args.target)
+            results[searcher] = measure(env, detail, started, ended, targets)
             r = results[searcher]
             sys.stderr.write(f"{searcher}: {r['trials']} trials, {r['compute_s']:.0f} slot-s, best {r['best']}\n")
     finally:
@@ -215,20 +222,29 @@ def main():
 
     equal = min(r["compute_s"] for r in results.values())
     fmt = lambda v, f="{:.0f}": "not reached" if v is None else f.format(v)
-    print(f"target val_acc >= {args.target}; {args.trials} trials; {args.workers} slots; "
-          f"max_step {args.max_step} x {args.epochs_per_step} epochs; eta {args.eta}; seed {args.seed}\n")
-    print("| searcher | trials | attempts | compute to target (slot-s) | wall to target (s) | "
-          f"total compute (slot-s) | total wall (s) | best val_acc | best at {equal:.0f} slot-s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"{args.trials} trials; {args.workers} slots; max_step {args.max_step} x {args.epochs_per_step} epochs; "
+          f"min_step {args.min_step}; eta {args.eta}; seed {args.seed}\n")
+    print(f"| searcher | trials | attempts | total compute (slot-s) | total wall (s) | best val_acc | "
+          f"best at {equal:.0f} slot-s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, r in results.items():
-        print(f"| {name} | {r['trials']} | {r['attempts']} | {fmt(r['compute_to_target_s'])} | "
-              f"{fmt(r['wall_to_target_s'])} | {r['compute_s']:.0f} | {r['wall_s']:.0f} | "
+        print(f"| {name} | {r['trials']} | {r['attempts']} | {r['compute_s']:.0f} | {r['wall_s']:.0f} | "
               f"{fmt(r['best'], '{:.4f}')} | {fmt(r['best_within'](equal), '{:.4f}')} |")
-    if "asha" in results and "random" in results:
-        a, r = results["asha"], results["random"]
-        if a["compute_to_target_s"] and r["compute_to_target_s"]:
-            print(f"\nASHA / random, compute to target: {a['compute_to_target_s'] / r['compute_to_target_s']:.2f}")
-        print(f"ASHA / random, total compute: {a['compute_s'] / r['compute_s']:.2f}")
+    names = list(results)
+    print("\nCompute (slot-s) and wall time (s) until the target was first logged:\n")
+    print("| target | " + " | ".join(f"{n} compute | {n} wall" for n in names) + " | asha / random compute |")
+    print("|---:|" + "---:|" * (2 * len(names) + 1))
+    for tgt in targets:
+        cells = []
+        for n in names:
+            h = results[n]["to_target"][tgt]
+            cells += [fmt(h["compute_s"]), fmt(h["wall_s"])]
+        ratio = "—"
+        if "asha" in results and "random" in results:
+            a, r = results["asha"]["to_target"][tgt]["compute_s"], results["random"]["to_target"][tgt]["compute_s"]
+            if a is not None and r:
+                ratio = f"{a / r:.2f}"
+        print(f"| {tgt} | " + " | ".join(cells) + f" | {ratio} |")
     if args.out:
         for r in results.values():
             r["best_at_equal_compute"] = r.pop("best_within")(equal)
