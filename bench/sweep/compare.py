@@ -32,15 +32,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 
-# The search space, as in record_curves.py; the grid spans the same ranges.
-SPACE = {
-    "lr": {"loguniform": [1e-4, 1.0]},
-    "layers": {"choice": [1, 2, 3]},
-    "width": {"int": [16, 256]},
-    "dropout": {"uniform": [0.0, 0.8]},
-    "batch_size": {"choice": [16, 32, 64, 128, 256]},
-    "weight_decay": {"loguniform": [1e-6, 1e-1]},
-}
+sys.path.insert(0, HERE)
+from space import SPACE  # noqa: E402  (the grid below spans the same ranges)
 
 
 def grid_for(trials):

@@ -28,17 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_digits  # noqa: E402
-
-# The search space, written as a gpuq sweep file's `parameters` (loguniform and
-# uniform are [low, high), int is [low, high] with both ends included).
-SPACE = {
-    "lr": {"loguniform": [1e-4, 1.0]},
-    "layers": {"choice": [1, 2, 3]},
-    "width": {"int": [16, 256]},
-    "dropout": {"uniform": [0.0, 0.8]},
-    "batch_size": {"choice": [16, 32, 64, 128, 256]},
-    "weight_decay": {"loguniform": [1e-6, 1e-1]},
-}
+from space import SPACE  # noqa: E402
 # The grid: these parameters take every combination; the others keep
 # train_digits.DEFAULTS.
 GRID = {
