@@ -11,8 +11,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use gpuq_api::arrays::{ArrayDetail, ListRow};
-use gpuq_core::{Job, JobId, JobState};
-use gpuq_store::ListFilter;
+use gpuq_core::{Job, JobId};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -196,22 +195,7 @@ pub async fn listing(
     Extension(caller): Extension<Caller>,
     Query(q): Query<ListingQuery>,
 ) -> ApiResult<Json<Vec<ListRow>>> {
-    let mut states = Vec::new();
-    for s in q
-        .state
-        .iter()
-        .flat_map(|s| s.split(','))
-        .filter(|s| !s.is_empty())
-    {
-        states.push(
-            s.parse::<JobState>()
-                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?,
-        );
-    }
-    let filter = ListFilter {
-        states,
-        limit: q.limit,
-    };
+    let filter = crate::routes::list_filter(q.state.as_deref(), q.limit)?;
     let now = gpuq_api::home::now_ms();
     let rows = ctx.service.listing(&filter)?;
     Ok(Json(

@@ -179,14 +179,10 @@ pub struct ListQuery {
     limit: Option<u32>,
 }
 
-pub async fn list(
-    State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Vec<gpuq_core::Job>>> {
+/// `?state=queued,running&limit=N` as the store takes it.
+pub(crate) fn list_filter(state: Option<&str>, limit: Option<u32>) -> ApiResult<ListFilter> {
     let mut states = Vec::new();
-    for s in q
-        .state
+    for s in state
         .iter()
         .flat_map(|s| s.split(','))
         .filter(|s| !s.is_empty())
@@ -196,10 +192,15 @@ pub async fn list(
                 .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?,
         );
     }
-    let filter = ListFilter {
-        states,
-        limit: q.limit,
-    };
+    Ok(ListFilter { states, limit })
+}
+
+pub async fn list(
+    State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Vec<gpuq_core::Job>>> {
+    let filter = list_filter(q.state.as_deref(), q.limit)?;
     let jobs = ctx.service.with_store(|s| s.list(&filter))?;
     let now = gpuq_api::home::now_ms();
     Ok(Json(

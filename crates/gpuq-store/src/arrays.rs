@@ -224,17 +224,7 @@ impl Store {
         if let Some(limit) = filter.limit {
             sql.push_str(&format!(" LIMIT {limit}"));
         }
-        let mut stmt = self.conn.prepare(&sql)?;
-        let rows = stmt.query_map([], read_job)?;
-        let mut jobs = Vec::new();
-        for row in rows {
-            match row? {
-                Ok(job) => jobs.push(job),
-                Err(super::StoreError::Corrupt { .. }) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(jobs)
+        self.readable_jobs(&sql)
     }
 
     /// Puts ended jobs back in the queue, each with a fresh retry budget, in one

@@ -227,13 +227,18 @@ impl Store {
         if let Some(limit) = filter.limit {
             sql.push_str(&format!(" LIMIT {limit}"));
         }
-        let mut stmt = self.conn.prepare(&sql)?;
+        self.readable_jobs(&sql)
+    }
+
+    /// The jobs `sql` selects (`JOB_COLUMNS`), skipping unreadable rows: one
+    /// must not hide every other job (or stop the daemon).
+    pub(crate) fn readable_jobs(&self, sql: &str) -> Result<Vec<Job>> {
+        let mut stmt = self.conn.prepare(sql)?;
         let rows = stmt.query_map([], read_job)?;
         let mut jobs = Vec::new();
         for row in rows {
             match row? {
                 Ok(job) => jobs.push(job),
-                // One unreadable row must not hide every other job (or stop the daemon).
                 Err(StoreError::Corrupt { .. }) => continue,
                 Err(e) => return Err(e),
             }
