@@ -478,6 +478,20 @@ fn a_bad_sweep_file_is_refused_with_the_field_and_nothing_is_created() {
     assert_eq!(missing.status.code(), Some(2));
     assert_eq!(d.json(&["sweep", "ls", "--json"]), serde_json::json!([]));
     assert_eq!(d.json(&["ls", "--json", "--all"]), serde_json::json!([]));
+    // Malformed words are refused before any daemon is reached.
+    for words in [
+        &["sweep", "show"][..],
+        &["sweep", "cancel", "x"],
+        &["sweep", "ls", "extra"],
+    ] {
+        let out = d
+            .cmd(words)
+            .env("GPUQ_URL", "http://127.0.0.1:9")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{words:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("cannot reach"), "{}", stderr(&out));
+    }
     let bad_id = d.gpuq(&["sweep", "show", "7"]);
     assert_eq!(bad_id.status.code(), Some(2));
     assert!(stderr(&bad_id).contains("sweep 7 does not exist"));

@@ -169,6 +169,7 @@ pub fn main(cli: Cli) -> i32 {
         Command::Server(args) => server::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::Sweep(args) if sweep::check(&args).is_err() => sweep::check(&args).map(|_| 0),
         other => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()

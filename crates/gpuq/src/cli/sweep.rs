@@ -15,8 +15,39 @@ pub struct SweepArgs {
     /// Do not record the code (git) and interpreter the trials are submitted from.
     #[arg(long)]
     no_repro: bool,
+    /// Print the answer as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// What the words ask for, checked before any daemon is reached (or started).
+enum Asked<'a> {
+    List,
+    Show(i64),
+    Cancel(i64),
+    Create(&'a str),
+}
+
+fn asked(words: &[String]) -> Result<Asked<'_>, CliError> {
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["ls"] => Ok(Asked::List),
+        ["show", id] => Ok(Asked::Show(sweep_id(id)?)),
+        ["cancel", id] => Ok(Asked::Cancel(sweep_id(id)?)),
+        ["show" | "cancel"] => Err(CliError::usage(format!(
+            "gpuq sweep {}: give the sweep's id (see gpuq sweep ls)",
+            words[0]
+        ))),
+        [file] => Ok(Asked::Create(file)),
+        _ => Err(CliError::usage(
+            "gpuq sweep takes a sweep file, or ls, show ID, cancel ID",
+        )),
+    }
+}
+
+/// Refuses malformed words before a client connects.
+pub fn check(args: &SweepArgs) -> Result<(), CliError> {
+    asked(&args.what).map(drop)
 }
 
 fn sweep_id(raw: &str) -> Result<i64, CliError> {
@@ -28,12 +59,11 @@ fn sweep_id(raw: &str) -> Result<i64, CliError> {
 }
 
 pub async fn run(client: &Client, args: SweepArgs) -> CmdResult {
-    let words: Vec<&str> = args.what.iter().map(String::as_str).collect();
-    match words.as_slice() {
-        ["ls"] => list(client, args.json).await,
-        ["show", id] => show(client, sweep_id(id)?, args.json).await,
-        ["cancel", id] => {
-            let detail = client.cancel_sweep(sweep_id(id)?).await?;
+    match asked(&args.what)? {
+        Asked::List => list(client, args.json).await,
+        Asked::Show(id) => show(client, id, args.json).await,
+        Asked::Cancel(id) => {
+            let detail = client.cancel_sweep(id).await?;
             if args.json {
                 print_json(&detail);
             } else {
@@ -45,14 +75,7 @@ pub async fn run(client: &Client, args: SweepArgs) -> CmdResult {
             }
             Ok(0)
         }
-        ["show" | "cancel"] => Err(CliError::usage(format!(
-            "gpuq sweep {}: give the sweep's id (see gpuq sweep ls)",
-            words[0]
-        ))),
-        [file] => create(client, file, args.no_repro, args.json).await,
-        _ => Err(CliError::usage(
-            "gpuq sweep takes a sweep file, or ls, show ID, cancel ID",
-        )),
+        Asked::Create(file) => create(client, file, args.no_repro, args.json).await,
     }
 }
 
