@@ -292,11 +292,20 @@ fn enter_as(cwd: &std::path::Path, credentials: Option<&Credentials>) -> std::io
 
 /// Writes the exit record and returns the supervisor's status. A full disk must
 /// not lose the job's end: the write is retried until it lands (the daemon sees
-/// the attempt running meanwhile, as nothing recorded says otherwise).
+/// the attempt running meanwhile, as nothing recorded says otherwise). A job
+/// directory that was removed (its data directory deleted) can never hold the
+/// record and nobody could read it: then the supervisor gives up rather than
+/// retry for ever.
 fn finish(dir: &Dir, attempt: u32, record: ExitRecord) -> i32 {
     let json = serde_json::to_vec(&record).expect("exit record serializes");
     let mut said = false;
     while let Err(e) = dir.write_atomically(&exit_record_name(attempt), &json) {
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            say!(
+                "gpuq supervisor: the job's directory is gone ({e}); no exit record can be written"
+            );
+            return 1;
+        }
         if !said {
             say!("gpuq supervisor: cannot write the exit record ({e}); retrying every second");
             said = true;
@@ -304,4 +313,24 @@ fn finish(dir: &Dir, attempt: u32, record: ExitRecord) -> i32 {
         std::thread::sleep(RECORD_RETRY);
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_removed_job_directory_ends_the_supervisor_instead_of_a_retry_loop() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("job");
+        std::fs::create_dir(&path).unwrap();
+        let dir = Dir::open(&path).unwrap();
+        let record = ExitRecord::spawn_failed("test".into(), 0);
+        assert_eq!(finish(&dir, 1, record.clone()), 0);
+        assert!(path.join(exit_record_name(1)).exists());
+        std::fs::remove_dir_all(&path).unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(finish(&dir, 2, record), 1);
+        assert!(started.elapsed() < RECORD_RETRY, "no retry");
+    }
 }
