@@ -727,6 +727,38 @@ impl Tracking {
             .optional()?)
     }
 
+    /// The first point logged at or past `step`, else the last point logged:
+    /// a sweep trial's result at its rung. Reads no more of the history than
+    /// it must.
+    pub fn point_at_or_after(
+        &self,
+        run: &str,
+        key: &str,
+        step: i64,
+    ) -> TrackingResult<Option<Point>> {
+        let Some((series, _)) = self.series(run, key)? else {
+            return Ok(None);
+        };
+        let at = self
+            .conn
+            .prepare_cached(
+                "SELECT step, time, value FROM metric_points WHERE series = ?1 AND step >= ?2 \
+                 ORDER BY seq LIMIT 1",
+            )?
+            .query_row(params![series, step], read_point)
+            .optional()?;
+        if at.is_some() {
+            return Ok(at);
+        }
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT step, time, value FROM metric_points WHERE series = ?1 ORDER BY seq DESC LIMIT 1",
+            )?
+            .query_row(params![series], read_point)
+            .optional()?)
+    }
+
     /// A run's user, without its params, tags or metrics (the check before every write).
     pub fn run_user(&self, id: &str) -> TrackingResult<Option<String>> {
         Ok(self

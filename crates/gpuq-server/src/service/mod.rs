@@ -703,11 +703,11 @@ impl Service {
             self.job_dir(id).log_tail(attempt, LOG_TAIL_BYTES)
         };
         // A sweep trial that reached its rung pauses rather than ends.
-        let pause = succeeded_or_requeue(record)
-            .then(|| self.trial_pause(id))
-            .flatten();
+        let trial = self.trial_of(id);
+        let pause = trial
+            .filter(|_| succeeded_or_requeue(record))
+            .and_then(|t| self.trial_pause(t));
         let failure;
-        let is_trial;
         {
             let mut inner = self.lock();
             let Some(run) = inner.running.get(&id).filter(|r| r.attempt == attempt) else {
@@ -786,10 +786,9 @@ impl Service {
                     inner.pending.insert(p.queue_key(), p);
                 }
             }
-            is_trial = pause.is_some() || inner.store.trial_of_job(id).ok().flatten().is_some();
         }
-        if is_trial {
-            self.advance_sweep_of(id);
+        if let Some(t) = trial {
+            self.advance_sweep(t.sweep_id);
         }
         if let Some((user, oom, is_final, reason)) = failure {
             self.alert_failure(id, &user, oom, is_final, &reason);

@@ -188,12 +188,9 @@ impl Service {
         }
     }
 
-    /// After a job's attempt ended: its sweep, if it is a trial, takes a step.
-    pub(super) fn advance_sweep_of(self: &Arc<Self>, job: JobId) {
-        let trial = self.lock().store.trial_of_job(job);
-        if let Ok(Some(t)) = trial {
-            self.advance_sweep(t.sweep_id);
-        }
+    /// The trial a job is, if it is one.
+    pub(super) fn trial_of(&self, job: JobId) -> Option<TrialRow> {
+        self.lock().store.trial_of_job(job).ok().flatten()
     }
 
     pub(super) fn advance_sweep(self: &Arc<Self>, id: i64) {
@@ -236,14 +233,10 @@ impl Service {
     /// step (a trial that trained on past it is ranked where it passed the
     /// rung, not where it stopped), else its last point.
     fn rung_report(&self, job: JobId, metric: &str, rung_step: u64) -> Option<(u64, f64)> {
-        let (points, _) = self
-            .with_tracking(|t| t.metric_history(&job.to_string(), metric, 0, 1_000_000))
-            .ok()?;
-        points
-            .iter()
-            .filter(|p| p.step >= 0)
-            .find(|p| p.step as u64 >= rung_step)
-            .or(points.last())
+        let step = i64::try_from(rung_step).unwrap_or(i64::MAX);
+        self.with_tracking(|t| t.point_at_or_after(&job.to_string(), metric, step))
+            .ok()
+            .flatten()
             .map(|p| (p.step.max(0) as u64, p.value))
     }
 
@@ -563,16 +556,16 @@ impl Service {
     /// When a trial's attempt ends well having logged its metric at or past
     /// its rung's step (below the top rung), its job pauses: back in the
     /// queue, held by the sweep. Returns the hold and why.
-    pub(super) fn trial_pause(&self, job: JobId) -> Option<(String, String)> {
-        let (trial, metric, top) = {
+    pub(super) fn trial_pause(&self, trial: TrialRow) -> Option<(String, String)> {
+        let job = trial.job_id;
+        let (metric, top) = {
             let inner = self.lock();
-            let t = inner.store.trial_of_job(job).ok()??;
-            let row = inner.store.sweep(t.sweep_id).ok()??;
+            let row = inner.store.sweep(trial.sweep_id).ok()??;
             if row.state != gpuq_store::sweeps::SWEEP_RUNNING {
                 return None;
             }
             let file: StoredSweep = serde_json::from_str(&row.file).ok()?;
-            (t, file.sweep.metric.name, file.sweep.searcher.max_step)
+            (file.sweep.metric.name, file.sweep.searcher.max_step)
         };
         if trial.max_step >= top {
             return None;

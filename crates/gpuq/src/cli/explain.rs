@@ -36,17 +36,7 @@ pub async fn run(client: &Client, args: ExplainArgs) -> CmdResult {
 async fn explain_array(client: &Client, id: u64, json: bool) -> CmdResult {
     let array = client.array(id, true).await?;
     let tasks = array.tasks.clone().unwrap_or_default();
-    let queued: std::collections::HashMap<u64, String> =
-        if tasks.iter().any(|t| t.state == JobState::Queued) {
-            client
-                .explain_queued()
-                .await?
-                .into_iter()
-                .map(|e| (e.id, e.explanation))
-                .collect()
-        } else {
-            Default::default()
-        };
+    let queued = super::ls::waiting(client, tasks.iter()).await?;
     // Tasks in the same words share one line, in the order of their first task.
     let mut groups: Vec<(String, Vec<u32>, Vec<gpuq_api::Explanation>)> = Vec::new();
     for t in &tasks {

@@ -131,7 +131,7 @@ async fn list_tasks(
 }
 
 /// Why queued jobs wait: one scheduling pass on the daemon for all of them.
-async fn waiting<'a>(
+pub(super) async fn waiting<'a>(
     client: &Client,
     mut jobs: impl Iterator<Item = &'a Job>,
 ) -> Result<HashMap<u64, String>, CliError> {
