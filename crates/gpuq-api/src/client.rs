@@ -246,6 +246,11 @@ impl Client {
         .await
     }
 
+    /// `POST /v1/login-links`: a single-use dashboard login link for the caller.
+    pub async fn login_link(&self) -> Result<crate::web::LoginLink, ApiError> {
+        self.json(self.http.post(self.url("/v1/login-links"))).await
+    }
+
     pub async fn tokens(&self) -> Result<Vec<TokenInfo>, ApiError> {
         self.json(self.http.get(self.url("/v1/tokens"))).await
     }

@@ -10,6 +10,7 @@ pub mod repro;
 pub mod spec_file;
 pub mod sweep;
 pub mod tracking;
+pub mod web;
 
 pub use client::{ApiError, Client, LogChunk};
 

@@ -45,6 +45,9 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::sweep::RungAnswer>();
     gen.subschema_for::<crate::arrays::ArrayDetail>();
     gen.subschema_for::<crate::arrays::ListRow>();
+    gen.subschema_for::<crate::web::LoginLink>();
+    gen.subschema_for::<crate::web::LoginRequest>();
+    gen.subschema_for::<crate::web::SessionInfo>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -81,7 +84,8 @@ fn telemetry_paths() -> Value {
     json!({
             "/v1/gpus/history": { "get": {
                 "summary": "Each GPU's telemetry over time: recent readings at full rate, older ones as one-minute summaries (24 h kept)",
-                "parameters": [ { "name": "since", "in": "query", "schema": { "type": "integer", "format": "int64" }, "description": "Epoch ms; default everything kept" } ],
+                "parameters": [ { "name": "since", "in": "query", "schema": { "type": "integer", "format": "int64" }, "description": "Epoch ms; default everything kept" },
+                                { "name": "max_points", "in": "query", "schema": { "type": "integer", "minimum": 2, "maximum": 20000 }, "description": "Points per GPU at most, consecutive points summarised (mean utilisation and power, peak memory and temperature); default every point" } ],
                 "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("GpuHistory") }), "Per GPU, oldest point first"))
             }},
             "/v1/alerts": { "get": {
@@ -192,6 +196,32 @@ fn sweep_paths() -> Value {
             "summary": "Cancel a sweep (its owner or an admin): no more trials; queued and paused trials are cancelled, running ones stopped",
             "parameters": [ id ],
             "responses": with_errors("200", json_body(schema_ref("SweepDetail"), "The sweep"))
+        }}
+    })
+}
+
+/// The dashboard's logins (docs/dashboard.md).
+fn web_paths() -> Value {
+    json!({
+        "/v1/login-links": { "post": {
+            "summary": "A single-use dashboard login link for the caller, valid two minutes (what `gpuq dashboard` asks for); refused to a browser session",
+            "responses": with_errors("200", json_body(schema_ref("LoginLink"), "The link"))
+        }},
+        "/auth/login": { "post": {
+            "summary": "Trade a login link's code or an API token for a browser session: sets an HttpOnly, SameSite=Strict cookie and returns the CSRF secret the page sends as X-CSRF-Token with every request (requests with the cookie but without it get 403). Refused from another origin",
+            "security": [],
+            "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("LoginRequest") } } },
+            "responses": with_errors("200", json_body(schema_ref("SessionInfo"), "The session, with csrf"))
+        }},
+        "/auth/session": { "get": {
+            "summary": "The browser session's user (cookie and X-CSRF-Token)",
+            "security": [],
+            "responses": with_errors("200", json_body(schema_ref("SessionInfo"), "The session"))
+        }},
+        "/auth/logout": { "post": {
+            "summary": "End the browser session (cookie and X-CSRF-Token) and clear its cookie",
+            "security": [],
+            "responses": { "204": { "description": "Logged out" } }
         }}
     })
 }
@@ -308,7 +338,11 @@ pub fn document() -> Value {
                     "summary": "List jobs, newest first",
                     "parameters": [
                         { "name": "state", "in": "query", "description": "Comma-separated states", "schema": { "type": "string" } },
-                        { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 0 } }
+                        { "name": "user", "in": "query", "schema": { "type": "string" } },
+                        { "name": "project", "in": "query", "schema": { "type": "string" } },
+                        { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 0 } },
+                        { "name": "before", "in": "query", "description": "Paging: only jobs with a smaller id (the last id of the page before)", "schema": { "type": "integer" } },
+                        { "name": "after", "in": "query", "description": "Paging back: only jobs with a larger id (still answered newest first)", "schema": { "type": "integer" } }
                     ],
                     "responses": with_errors("200", json_body(jobs, "Jobs"))
                 }
@@ -440,6 +474,7 @@ pub fn document() -> Value {
         repro_paths(),
         sweep_paths(),
         array_paths(),
+        web_paths(),
     ] {
         if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);

@@ -237,6 +237,17 @@ impl History {
     }
 }
 
+/// At most `max` points for a chart: consecutive points summarised in equal
+/// runs (as the one-minute summaries are: mean utilisation and power, peak
+/// memory and temperature), each at its first point's time.
+pub fn downsample(points: &[HistoryPoint], max: usize) -> Vec<HistoryPoint> {
+    if points.len() <= max || max == 0 {
+        return points.to_vec();
+    }
+    let run = points.len().div_ceil(max);
+    points.chunks(run).map(|c| summarise(c[0].at, c)).collect()
+}
+
 fn summarise(start: Millis, points: &[HistoryPoint]) -> HistoryPoint {
     let mean = |f: fn(&HistoryPoint) -> Option<f64>| {
         let v: Vec<f64> = points.iter().filter_map(f).collect();
@@ -254,6 +265,23 @@ fn summarise(start: Millis, points: &[HistoryPoint]) -> HistoryPoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn downsampling_keeps_the_shape_and_the_peaks() {
+        let points: Vec<HistoryPoint> = (0..1000)
+            .map(|i| point(i * 1000, (i % 10) as f64 * 10.0))
+            .collect();
+        let small = downsample(&points, 100);
+        assert!(small.len() <= 100 && small.len() >= 50, "{}", small.len());
+        assert_eq!(small[0].at, 0);
+        // Means over whole periods of the 0..90 saw: 45 everywhere.
+        assert!(small
+            .iter()
+            .all(|p| (p.util_percent.unwrap() - 45.0).abs() < 1e-9));
+        let peak = points.iter().filter_map(|p| p.memory_used_mib).max();
+        assert_eq!(small.iter().filter_map(|p| p.memory_used_mib).max(), peak);
+        assert_eq!(downsample(&points[..10], 100).len(), 10);
+    }
 
     fn point(at: Millis, util: f64) -> HistoryPoint {
         HistoryPoint {

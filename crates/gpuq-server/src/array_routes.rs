@@ -183,19 +183,12 @@ pub async fn wait(
     }
 }
 
-#[derive(Deserialize)]
-pub struct ListingQuery {
-    /// Comma-separated states.
-    state: Option<String>,
-    limit: Option<u32>,
-}
-
 pub async fn listing(
     State(ctx): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Query(q): Query<ListingQuery>,
+    Query(q): Query<crate::routes::ListQuery>,
 ) -> ApiResult<Json<Vec<ListRow>>> {
-    let filter = crate::routes::list_filter(q.state.as_deref(), q.limit)?;
+    let filter = crate::routes::list_filter(&q)?;
     let now = gpuq_api::home::now_ms();
     let rows = ctx.service.listing(&filter)?;
     Ok(Json(

@@ -1,7 +1,8 @@
 //! Authentication of TCP requests: `Authorization: Bearer <token>`, either the
 //! daemon's own token (`$GPUQ_HOME/token`, its owner, an admin) or a per-user
-//! token (`gpuq token create`). Requests over the unix socket arrive with their
-//! `Caller` already set from the peer's credentials.
+//! token (`gpuq token create`), or a dashboard session (its cookie plus its
+//! CSRF header, see `web::session`). Requests over the unix socket arrive with
+//! their `Caller` already set from the peer's credentials.
 
 use super::identity::{constant_time_eq, hash_token, Caller};
 use super::routes::{ApiError, AppState};
@@ -25,6 +26,13 @@ pub async fn authenticate(
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("")
         .to_string();
+    if presented.is_empty() {
+        if let Some(caller) = crate::web::browser_caller(&ctx, req.headers())? {
+            req.extensions_mut().insert(caller);
+            req.extensions_mut().insert(crate::web::ViaBrowser);
+            return Ok(next.run(req).await);
+        }
+    }
     let caller = if constant_time_eq(presented.as_bytes(), ctx.token.as_bytes()) {
         Some(ctx.identity.owner_caller())
     } else if presented.is_empty() {

@@ -18,6 +18,7 @@ mod sampler;
 pub mod service;
 mod sweep_routes;
 mod tracking_routes;
+mod web;
 
 use anyhow::{bail, Context, Result};
 use axum::routing::{get, post};
@@ -94,6 +95,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/sweeps/:id/cancel", post(sweep_routes::cancel))
         .route("/v1/jobs/:id/rung", post(sweep_routes::rung))
         .route("/v1/events", get(feed::events))
+        .route("/v1/login-links", post(web::session::create_link))
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))
         .merge(mlflow::router())
@@ -104,6 +106,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         ));
     Router::new()
         .route("/health", get(routes::health))
+        .merge(web::router())
         .merge(api)
         .layer(axum::extract::DefaultBodyLimit::max(rejections::MAX_BODY))
         .layer(axum::middleware::from_fn(rejections::json_errors))
@@ -329,6 +332,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         token,
         info,
         identity: identity.clone(),
+        web: web::WebConfig::new(&url),
     });
     let app = router(ctx);
     let socket = home::socket_path(&home);

@@ -24,6 +24,8 @@ pub struct AppContext {
     pub token: String,
     pub info: ServerInfo,
     pub identity: Arc<super::identity::Identity>,
+    /// The dashboard's address and session cookie.
+    pub web: super::web::WebConfig,
 }
 
 pub struct ApiError {
@@ -175,41 +177,76 @@ pub(crate) fn authorize(
 #[derive(Deserialize)]
 pub struct ListQuery {
     /// Comma-separated states.
-    state: Option<String>,
-    limit: Option<u32>,
+    pub(crate) state: Option<String>,
+    pub(crate) limit: Option<u32>,
+    pub(crate) user: Option<String>,
+    pub(crate) project: Option<String>,
+    /// Paging, newest first: jobs older than this id.
+    pub(crate) before: Option<JobId>,
+    /// Paging back: jobs newer than this id.
+    pub(crate) after: Option<JobId>,
 }
 
-/// `?state=queued,running&limit=N` as the store takes it.
-pub(crate) fn list_filter(state: Option<&str>, limit: Option<u32>) -> ApiResult<ListFilter> {
+/// `?state=queued,running&user=U&project=P&limit=N&before=ID` as the store takes it.
+pub(crate) fn list_filter(q: &ListQuery) -> ApiResult<ListFilter> {
     let mut states = Vec::new();
-    for s in state
+    for s in q
+        .state
         .iter()
         .flat_map(|s| s.split(','))
         .filter(|s| !s.is_empty())
     {
-        states.push(
-            s.parse::<JobState>()
-                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?,
-        );
+        states.push(s.parse::<JobState>().map_err(|e| {
+            ApiError::field(StatusCode::BAD_REQUEST, e.to_string(), "state".into())
+        })?);
     }
-    Ok(ListFilter { states, limit })
+    let label = |v: &Option<String>, field: &str| -> ApiResult<Option<String>> {
+        match v.as_deref() {
+            None | Some("") => Ok(None),
+            Some(text) => {
+                gpuq_core::limits::check_label(text, field).map_err(ServiceError::from)?;
+                Ok(Some(text.to_string()))
+            }
+        }
+    };
+    Ok(ListFilter {
+        states,
+        limit: q.limit,
+        user: label(&q.user, "user")?,
+        project: label(&q.project, "project")?,
+        before: q.before,
+        after: q.after,
+    })
 }
 
+/// `GET /v1/jobs`: newest first, a page at a time with `limit` and `before`
+/// (or `after`); the `x-total-count` header says how many match the filter.
 pub async fn list(
     State(ctx): State<AppState>,
     Extension(caller): Extension<Caller>,
     Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Vec<gpuq_core::Job>>> {
-    let filter = list_filter(q.state.as_deref(), q.limit)?;
-    let jobs = ctx.service.with_store(|s| s.list(&filter))?;
+) -> ApiResult<(
+    [(axum::http::HeaderName, String); 1],
+    Json<Vec<gpuq_core::Job>>,
+)> {
+    let filter = list_filter(&q)?;
+    let (jobs, total) = ctx
+        .service
+        .with_store(|s| Ok((s.list(&filter)?, s.count(&filter)?)))?;
     let now = gpuq_api::home::now_ms();
-    Ok(Json(
-        jobs.into_iter()
-            .map(|mut j| {
-                ctx.service.add_live_state(&mut j, now);
-                redact(j, &caller)
-            })
-            .collect(),
+    Ok((
+        [(
+            axum::http::HeaderName::from_static("x-total-count"),
+            total.to_string(),
+        )],
+        Json(
+            jobs.into_iter()
+                .map(|mut j| {
+                    ctx.service.add_live_state(&mut j, now);
+                    redact(j, &caller)
+                })
+                .collect(),
+        ),
     ))
 }
 
@@ -548,13 +585,30 @@ pub async fn gpus(State(ctx): State<AppState>) -> ApiResult<Json<Vec<gpuq_api::G
 pub struct HistoryQuery {
     /// Epoch ms; default: everything kept.
     since: Option<i64>,
+    /// Points per GPU at most (runs summarised); default: every point kept.
+    max_points: Option<usize>,
 }
+
+const MAX_HISTORY_POINTS: usize = 20_000;
 
 pub async fn gpu_history(
     State(ctx): State<AppState>,
     Query(q): Query<HistoryQuery>,
-) -> Json<Vec<gpuq_api::GpuHistory>> {
-    Json(ctx.service.gpu_history(q.since.unwrap_or(0)))
+) -> ApiResult<Json<Vec<gpuq_api::GpuHistory>>> {
+    let mut history = ctx.service.gpu_history(q.since.unwrap_or(0));
+    if let Some(max) = q.max_points {
+        if !(2..=MAX_HISTORY_POINTS).contains(&max) {
+            return Err(ApiError::field(
+                StatusCode::BAD_REQUEST,
+                format!("max_points {max}: give 2 to {MAX_HISTORY_POINTS}"),
+                "max_points".into(),
+            ));
+        }
+        for gpu in &mut history {
+            gpu.points = gpuq_core::telemetry::downsample(&gpu.points, max);
+        }
+    }
+    Ok(Json(history))
 }
 
 #[derive(Deserialize)]

@@ -206,25 +206,32 @@ impl Store {
     /// them (any array, without states); `limit` counts rows.
     pub fn list_rows(&self, filter: &ListFilter) -> Result<Vec<Job>> {
         let mut sql = format!("SELECT {} FROM jobs j WHERE ", super::JOB_COLUMNS);
-        if filter.states.is_empty() {
-            sql.push_str("(j.array_id IS NULL OR j.array_id = j.id)");
-        } else {
-            let states: Vec<String> = filter
-                .states
-                .iter()
-                .map(|s| format!("'{}'", s.as_str()))
-                .collect();
-            let states = states.join(",");
-            sql.push_str(&format!(
+        match filter.states_sql() {
+            None => sql.push_str("(j.array_id IS NULL OR j.array_id = j.id)"),
+            Some(states) => sql.push_str(&format!(
                 "((j.array_id IS NULL AND j.state IN ({states})) OR (j.array_id = j.id AND EXISTS \
                  (SELECT 1 FROM jobs t WHERE t.array_id = j.id AND t.state IN ({states}))))"
-            ));
+            )),
         }
-        sql.push_str(" ORDER BY j.id DESC");
+        // An array's tasks share its user and project: filtering its first task filters it.
+        let (conds, values) = filter.conditions("j.");
+        for cond in conds {
+            sql.push_str(&format!(" AND {cond}"));
+        }
+        let ascending = filter.after.is_some() && filter.before.is_none();
+        sql.push_str(if ascending {
+            " ORDER BY j.id ASC"
+        } else {
+            " ORDER BY j.id DESC"
+        });
         if let Some(limit) = filter.limit {
             sql.push_str(&format!(" LIMIT {limit}"));
         }
-        self.readable_jobs(&sql)
+        let mut rows = self.readable_jobs(&sql, values)?;
+        if ascending {
+            rows.reverse();
+        }
+        Ok(rows)
     }
 
     /// Puts ended jobs back in the queue, each with a fresh retry budget, in one
@@ -373,7 +380,7 @@ mod tests {
             .unwrap();
         let running = ListFilter {
             states: vec![JobState::Running],
-            limit: None,
+            ..Default::default()
         };
         let rows = store.list_rows(&running).unwrap();
         assert_eq!(rows.iter().map(|j| j.id).collect::<Vec<_>>(), [id]);

@@ -10,6 +10,7 @@ mod repro;
 mod schema;
 pub mod sweeps;
 pub mod tracking;
+pub mod web;
 
 use gpuq_core::cost::Micros;
 use gpuq_core::{Attempt, Event, Job, JobId, JobSpec, JobState, Millis, Priority};
@@ -133,6 +134,49 @@ pub struct UsageRow {
 pub struct ListFilter {
     pub states: Vec<JobState>,
     pub limit: Option<u32>,
+    pub user: Option<String>,
+    pub project: Option<String>,
+    /// Only jobs with a smaller id (paging newest first).
+    pub before: Option<JobId>,
+    /// Only jobs with a larger id (paging back towards the newest).
+    pub after: Option<JobId>,
+}
+
+impl ListFilter {
+    /// The `WHERE` conditions besides the states (bound, never spliced), on `alias.`.
+    fn conditions(&self, alias: &str) -> (Vec<String>, Vec<rusqlite::types::Value>) {
+        use rusqlite::types::Value;
+        let mut conds = Vec::new();
+        let mut values = Vec::new();
+        if let Some(user) = &self.user {
+            conds.push(format!("{alias}user = ?"));
+            values.push(Value::Text(user.clone()));
+        }
+        if let Some(project) = &self.project {
+            conds.push(format!("{alias}project = ?"));
+            values.push(Value::Text(project.clone()));
+        }
+        if let Some(before) = self.before {
+            conds.push(format!("{alias}id < ?"));
+            values.push(Value::Integer(before as i64));
+        }
+        if let Some(after) = self.after {
+            conds.push(format!("{alias}id > ?"));
+            values.push(Value::Integer(after as i64));
+        }
+        (conds, values)
+    }
+
+    fn states_sql(&self) -> Option<String> {
+        (!self.states.is_empty()).then(|| {
+            let states: Vec<String> = self
+                .states
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
+            states.join(",")
+        })
+    }
 }
 
 pub struct Store {
@@ -212,29 +256,63 @@ impl Store {
         .transpose()
     }
 
-    /// Newest first.
+    /// Newest first (oldest first with `after`, for paging back; the page is
+    /// then reversed so it still reads newest first).
     pub fn list(&self, filter: &ListFilter) -> Result<Vec<Job>> {
-        let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs");
-        if !filter.states.is_empty() {
-            let states: Vec<String> = filter
-                .states
-                .iter()
-                .map(|s| format!("'{}'", s.as_str()))
-                .collect();
-            sql.push_str(&format!(" WHERE state IN ({})", states.join(",")));
+        let (mut conds, values) = filter.conditions("");
+        if let Some(states) = filter.states_sql() {
+            conds.push(format!("state IN ({states})"));
         }
-        sql.push_str(" ORDER BY id DESC");
+        let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs");
+        if !conds.is_empty() {
+            sql.push_str(&format!(" WHERE {}", conds.join(" AND ")));
+        }
+        let ascending = filter.after.is_some() && filter.before.is_none();
+        sql.push_str(if ascending {
+            " ORDER BY id ASC"
+        } else {
+            " ORDER BY id DESC"
+        });
         if let Some(limit) = filter.limit {
             sql.push_str(&format!(" LIMIT {limit}"));
         }
-        self.readable_jobs(&sql)
+        let mut jobs = self.readable_jobs(&sql, values)?;
+        if ascending {
+            jobs.reverse();
+        }
+        Ok(jobs)
     }
 
-    /// The jobs `sql` selects (`JOB_COLUMNS`), skipping unreadable rows: one
-    /// must not hide every other job (or stop the daemon).
-    pub(crate) fn readable_jobs(&self, sql: &str) -> Result<Vec<Job>> {
+    /// How many jobs `filter` selects, without its limit and page bounds.
+    pub fn count(&self, filter: &ListFilter) -> Result<u64> {
+        let whole = ListFilter {
+            before: None,
+            after: None,
+            ..filter.clone()
+        };
+        let (mut conds, values) = whole.conditions("");
+        if let Some(states) = whole.states_sql() {
+            conds.push(format!("state IN ({states})"));
+        }
+        let mut sql = "SELECT COUNT(*) FROM jobs".to_string();
+        if !conds.is_empty() {
+            sql.push_str(&format!(" WHERE {}", conds.join(" AND ")));
+        }
+        let n: i64 = self
+            .conn
+            .query_row(&sql, rusqlite::params_from_iter(values), |r| r.get(0))?;
+        Ok(n as u64)
+    }
+
+    /// The jobs `sql` selects (`JOB_COLUMNS`, `values` bound to its `?`s), skipping
+    /// unreadable rows: one must not hide every other job (or stop the daemon).
+    pub(crate) fn readable_jobs(
+        &self,
+        sql: &str,
+        values: Vec<rusqlite::types::Value>,
+    ) -> Result<Vec<Job>> {
         let mut stmt = self.conn.prepare(sql)?;
-        let rows = stmt.query_map([], read_job)?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(values), read_job)?;
         let mut jobs = Vec::new();
         for row in rows {
             match row? {

@@ -212,6 +212,24 @@ ALTER TABLE jobs ADD COLUMN array_index INTEGER;
 ALTER TABLE jobs ADD COLUMN array_limit INTEGER;
 CREATE INDEX jobs_array ON jobs (array_id, array_index) WHERE array_id IS NOT NULL;
 "#,
+    // The dashboard's logins. Only hashes of the secrets are kept: a login link's
+    // code (single use, minutes) and a browser session's id. A session made with
+    // a per-user API token names it, and dies with its revocation.
+    r#"
+CREATE TABLE web_links (
+    code_hash  BLOB PRIMARY KEY,
+    user       TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE TABLE web_sessions (
+    id_hash    BLOB PRIMARY KEY,
+    user       TEXT NOT NULL,
+    csrf       TEXT NOT NULL,
+    token_id   INTEGER REFERENCES tokens (id),
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+"#,
 ];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is

@@ -164,7 +164,7 @@ fn reopening_keeps_everything() {
         store
             .list(&ListFilter {
                 states: vec![JobState::Cancelled],
-                limit: None
+                ..Default::default()
             })
             .unwrap()
             .len(),
@@ -173,7 +173,7 @@ fn reopening_keeps_everything() {
     assert!(store
         .list(&ListFilter {
             states: vec![JobState::Queued],
-            limit: None
+            ..Default::default()
         })
         .unwrap()
         .is_empty());

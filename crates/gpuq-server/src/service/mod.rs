@@ -215,7 +215,7 @@ impl Service {
         // `preempted` is transient: a daemon that died between its two commits requeues the job here.
         let preempted = gpuq_store::ListFilter {
             states: vec![JobState::Preempted],
-            limit: None,
+            ..Default::default()
         };
         for job in store.list(&preempted)? {
             store.requeue_preempted(job.id, now_ms())?;
@@ -224,7 +224,7 @@ impl Service {
         let mut pending = BTreeMap::new();
         for job in store.list(&gpuq_store::ListFilter {
             states: vec![JobState::Queued],
-            limit: None,
+            ..Default::default()
         })? {
             let p = pending_of(&job);
             pending.insert(p.queue_key(), p);
@@ -459,6 +459,14 @@ impl Service {
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, ServiceError> {
         Ok(f(&self.lock().store)?)
+    }
+
+    /// A write that touches no job (the dashboard's sessions and login links).
+    pub fn with_store_mut<T>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, StoreError>,
+    ) -> Result<T, ServiceError> {
+        Ok(f(&mut self.lock().store)?)
     }
 
     fn state_of(&self, inner: &Inner, id: JobId) -> Result<JobState, ServiceError> {

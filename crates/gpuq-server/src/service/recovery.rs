@@ -41,7 +41,7 @@ impl Service {
             }
             let jobs = inner.store.list(&gpuq_store::ListFilter {
                 states: vec![JobState::Running],
-                limit: None,
+                ..Default::default()
             })?;
             let mut out = Vec::new();
             for job in jobs {

@@ -14,6 +14,7 @@ mod compare;
 mod completions;
 mod connect;
 mod cost;
+mod dashboard;
 mod drain;
 mod events;
 mod explain;
@@ -121,6 +122,8 @@ enum Command {
     Token(token::TokenCommand),
     /// The identity the daemon sees for you.
     Whoami(whoami::WhoAmIArgs),
+    /// Open the web dashboard with a single-use login link (--print-url prints it).
+    Dashboard(dashboard::DashboardArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
     /// Replay a job trace through the scheduler on a virtual clock (no daemon needed).
@@ -224,6 +227,7 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Usage(args) => usage::run(&client, args).await,
         Command::Token(command) => token::run(&client, command).await,
         Command::Whoami(args) => whoami::run(&client, args).await,
+        Command::Dashboard(args) => dashboard::run(&client, args).await,
         Command::Server(_) | Command::Completions(_) | Command::Sim(_) => {
             unreachable!("handled without a client")
         }

@@ -10,12 +10,21 @@ use std::time::Duration;
 pub struct Reply {
     pub status: u16,
     pub content_type: String,
+    /// Every header, names in lower case, in order.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
 impl Reply {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
+    }
+    /// The first header called `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
     pub fn json(&self) -> Option<serde_json::Value> {
         serde_json::from_slice(&self.body).ok()
@@ -79,9 +88,11 @@ fn parse(raw: &[u8]) -> Option<Reply> {
     let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
     let mut content_type = String::new();
     let mut chunked = false;
+    let mut headers = Vec::new();
     for line in lines {
         let (name, value) = line.split_once(':')?;
         let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+        headers.push((name.clone(), value.to_string()));
         if name == "content-type" {
             content_type = value.to_string();
         }
@@ -98,6 +109,7 @@ fn parse(raw: &[u8]) -> Option<Reply> {
     Some(Reply {
         status,
         content_type,
+        headers,
         body,
     })
 }

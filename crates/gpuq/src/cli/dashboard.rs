@@ -1,0 +1,92 @@
+//! `gpuq dashboard`: a single-use login link to the web dashboard, opened in a
+//! browser when this session has a display, printed otherwise.
+
+use super::CmdResult;
+use gpuq_api::Client;
+use std::io::Write;
+
+#[derive(clap::Args, Debug)]
+pub struct DashboardArgs {
+    /// Print the link instead of opening a browser (for another machine, or `ssh -L`).
+    #[arg(long)]
+    print_url: bool,
+    /// Print the link as JSON (url, user, expires_at).
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(client: &Client, args: DashboardArgs) -> CmdResult {
+    let link = client.login_link().await?;
+    if args.json {
+        super::output::print_json(&link);
+        return Ok(0);
+    }
+    if args.print_url {
+        outln!("{}", link.url);
+        return Ok(0);
+    }
+    if has_display() {
+        match open_in_browser(&link.url) {
+            Ok(()) => {
+                outln!(
+                    "opened the dashboard as {} in your browser (the link works once, for 2 minutes); \
+                     if nothing opened: gpuq dashboard --print-url",
+                    link.user
+                );
+                return Ok(0);
+            }
+            Err(e) => errln!("gpuq: could not open a browser ({e}); here is the link instead"),
+        }
+    }
+    outln!("{}", link.url);
+    errln!(
+        "open it in a browser within 2 minutes (it works once, and logs you in as {}); \
+         from another machine: ssh -L PORT:127.0.0.1:PORT this-host, then open it there",
+        link.user
+    );
+    Ok(0)
+}
+
+fn has_display() -> bool {
+    std::env::var_os("BROWSER").is_some()
+        || std::env::var_os("DISPLAY").is_some()
+        || std::env::var_os("WAYLAND_DISPLAY").is_some()
+}
+
+/// Opens a private page that forwards to the link: the code never appears in
+/// a command line, which every local user can read in `ps`.
+fn open_in_browser(url: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let mut name = [0u8; 8];
+    getrandom::getrandom(&mut name).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!(
+            "gpuq-dashboard-{}",
+            name.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    let page = dir.join("open.html");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&page)?;
+    let escaped = url
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;");
+    write!(
+        file,
+        "<!doctype html><meta http-equiv=\"refresh\" content=\"0;url={escaped}\"><a href=\"{escaped}\">gpuq dashboard</a>"
+    )?;
+    let opener = std::env::var("BROWSER").unwrap_or_else(|_| "xdg-open".to_string());
+    std::process::Command::new(opener)
+        .arg(&page)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    Ok(())
+}

@@ -1,0 +1,146 @@
+"""The dashboard in real headless Chromium against a real daemon with real jobs:
+login through the link, a queue that updates live, cancel from the page, a second
+user who sees no one else's secrets and cannot act on their jobs, a job page that
+draws its metric chart, the other pages, both languages, and a clean console."""
+
+import os
+import re
+import time
+
+import pytest
+
+from conftest import REPO_ROOT
+
+TRAIN = os.path.join(REPO_ROOT, "examples", "train_pure.py")
+
+
+def login_with_link(daemon, page):
+    link = daemon.gpuq("dashboard", "--print-url").strip()
+    assert re.fullmatch(re.escape(daemon.url) + r"/login#code=[A-Za-z0-9_-]{20,}", link), link
+    page.goto(link)
+    page.wait_for_url(re.compile(re.escape(daemon.url) + r"/(#.*)?$"), timeout=15000)
+    page.wait_for_selector("tr[data-job-id]", timeout=15000)
+    return link
+
+
+def row(page, job):
+    return page.locator(f'tr[data-job-id="{job}"]')
+
+
+def test_login_link_opens_the_queue_once_and_nothing_is_served_without_it(daemon, new_page):
+    job = daemon.submit("--name", "warm-up", "--", "true")
+    daemon.wait_state(job, ("succeeded",))
+    w = new_page()
+    # Without a session: the login page, whatever is asked for.
+    w.page.goto(daemon.url + "/#/queue")
+    w.page.wait_for_url(re.compile(re.escape(daemon.url) + "/login(#.*)?$"))
+    assert w.page.locator("input[type=password]").count() == 1
+    link = login_with_link(daemon, w.page)
+    assert row(w.page, job).get_attribute("data-state") == "succeeded"
+    cookies = w.context.cookies()
+    session = [c for c in cookies if c["name"].startswith("gpuq_session_")]
+    assert len(session) == 1 and session[0]["httpOnly"] and session[0]["sameSite"] == "Strict", cookies
+    assert session[0]["expires"] > time.time()
+    assert "code=" not in w.page.url, "the code leaves the address bar"
+    w.assert_clean()
+
+    # The same link in another browser is spent.
+    other = new_page()
+    other.page.goto(link)
+    other.page.wait_for_selector("text=/used already|已使用|expired|过期/", timeout=10000)
+    assert other.page.url.startswith(daemon.url + "/login")
+    other.assert_clean(allowed=["401"])
+
+
+def test_queue_updates_live_when_a_job_ends_and_cancel_works_from_the_page(daemon, new_page):
+    w = new_page()
+    login_with_link(daemon, w.page)
+    short = daemon.submit("--name", "short", "--", "sleep", "3")
+    long = daemon.submit("--name", "long", "--", "sleep", "300")
+    w.page.wait_for_selector(f'tr[data-job-id="{long}"][data-state="running"]', timeout=10000)
+    w.page.evaluate("window.__stayed = true")
+    daemon.wait_state(short, ("succeeded",), timeout=30)
+    ended = time.time()
+    w.page.wait_for_selector(f'tr[data-job-id="{short}"][data-state="succeeded"]', timeout=5000)
+    lag = time.time() - ended
+    assert w.page.evaluate("window.__stayed === true"), "the page updated without a reload"
+    print(f"job end shown {lag:.2f} s after the daemon reported it")
+    w.shot("queue")
+
+    row(w.page, long).locator('[data-action="cancel"]').click()
+    w.page.locator("#confirm-yes").click()
+    assert daemon.wait_state(long, ("cancelled",), timeout=30) == "cancelled"
+    w.page.wait_for_selector(f'tr[data-job-id="{long}"][data-state="cancelled"]', timeout=5000)
+    w.assert_clean()
+
+
+def test_a_second_user_sees_no_secrets_and_cannot_act(daemon, new_page):
+    secret = daemon.submit("--name", "secret-holder", "--env", "WANDB_API_KEY=hunter2-secret", "--", "sleep", "300")
+    daemon.wait_state(secret, ("running",))
+    w = new_page()
+    w.page.goto(daemon.url + "/login")
+    w.page.locator("input[type=password]").fill(daemon.second_user_token())
+    w.page.locator("form button[type=submit], form input[type=submit]").first.click()
+    w.page.wait_for_selector(f'tr[data-job-id="{secret}"]', timeout=15000)
+    assert row(w.page, secret).locator('[data-action]').count() == 0, "no actions on another's job"
+    w.page.goto(f"{daemon.url}/#/job/{secret}")
+    w.page.wait_for_selector("text=secret-holder", timeout=10000)
+    time.sleep(1)
+    assert "hunter2-secret" not in w.page.content()
+    # Even a request made by hand from the page is refused by the API.
+    status = w.page.evaluate(
+        """async (id) => {
+            const csrf = localStorage.getItem('gpuq.csrf');
+            const r = await fetch('/v1/jobs/' + id + '/cancel', {method: 'POST', headers: {'X-CSRF-Token': csrf || '', 'Content-Type': 'application/json'}, body: '{}'});
+            return r.status;
+        }""",
+        secret,
+    )
+    assert status == 403
+    assert daemon.show(secret)["state"] == "running"
+    w.assert_clean(allowed=["403"])
+
+
+def test_job_page_draws_metrics_log_and_gpu_history(daemon, new_page):
+    job = daemon.submit("--name", "trainer", "--gpus", "1", "--", "python3", TRAIN, "--steps", "60", "--sleep", "0.05")
+    daemon.wait_state(job, ("succeeded",), timeout=60)
+    w = new_page()
+    login_with_link(daemon, w.page)
+    w.page.goto(f"{daemon.url}/#/job/{job}")
+    w.page.wait_for_selector("#metric-chart canvas", timeout=15000)
+    # The chart has drawn something: a canvas that is not blank.
+    drawn = w.page.evaluate(
+        """() => {
+            const c = document.querySelector('#metric-chart canvas');
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            let ink = 0;
+            for (let i = 3; i < d.length; i += 4) if (d[i] > 0) ink++;
+            return ink;
+        }"""
+    )
+    assert drawn > 500, f"the metric chart canvas is blank ({drawn} pixels drawn)"
+    w.page.wait_for_selector("text=done step=60", timeout=10000)
+    w.shot("job")
+    w.assert_clean()
+
+
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_every_page_renders_without_errors(daemon, new_page, locale):
+    w = new_page(locale=locale)
+    login_with_link(daemon, w.page)
+    suffix = "" if locale == "en-US" else "-zh"
+    for route, ready in [
+        ("#/gpus", "[data-gpu]"),
+        ("#/sweeps", "main"),
+        ("#/cost", "main"),
+        ("#/alerts", "main"),
+        ("#/queue", "tr[data-job-id]"),
+    ]:
+        w.page.goto(f"{daemon.url}/{route}")
+        w.page.wait_for_selector(ready, timeout=15000)
+        time.sleep(0.5)
+        w.shot(route.strip("#/") + suffix)
+    if locale == "zh-CN":
+        assert w.page.locator("html").get_attribute("lang").startswith("zh")
+        assert re.search("[\u4e00-\u9fff]", w.page.locator("nav").inner_text())
+    w.assert_clean()
