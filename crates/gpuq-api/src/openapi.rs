@@ -395,6 +395,7 @@ pub fn document() -> Value {
             }},
             "/v1/explain": { "get": {
                 "summary": "Why each queued job waits, from one scheduling pass",
+                "parameters": [ { "name": "ids", "in": "query", "description": "Comma-separated job ids: only these (a page of the queue)", "schema": { "type": "string" } } ],
                 "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("Explanation") }), "Explanations"))
             }},
             "/v1/usage": { "get": {
@@ -453,7 +454,8 @@ pub fn document() -> Value {
                     id_param(),
                     { "name": "attempt", "in": "query", "description": "Default: the latest", "schema": { "type": "integer" } },
                     { "name": "offset", "in": "query", "schema": { "type": "integer", "default": 0 } },
-                    { "name": "follow", "in": "query", "schema": { "type": "boolean", "default": false } }
+                    { "name": "follow", "in": "query", "schema": { "type": "boolean", "default": false } },
+                    { "name": "tail", "in": "query", "description": "Start at most this many bytes before the log's end (the header x-gpuq-log-offset then says where the reply ends)", "schema": { "type": "integer", "minimum": 0 } }
                 ],
                 "responses": with_errors("200", json!({
                     "description": "Raw log bytes. Headers: x-gpuq-log-offset (next offset), x-gpuq-log-attempt, x-gpuq-log-complete (true when the attempt ended and all was read)",

@@ -110,6 +110,11 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .merge(api)
         .layer(axum::extract::DefaultBodyLimit::max(rejections::MAX_BODY))
         .layer(axum::middleware::from_fn(rejections::json_errors))
+        // JSON answers gzip-compressed for clients that ask (the dashboard's
+        // browser; the CLI does not): a page of 100 jobs is ~48 KB raw. The
+        // default predicate leaves event streams, small and already-encoded
+        // answers alone.
+        .layer(tower_http::compression::CompressionLayer::new())
         .with_state(ctx)
 }
 

@@ -414,13 +414,37 @@ pub async fn explain(
     }))
 }
 
+#[derive(Deserialize)]
+pub struct ExplainQuery {
+    /// Comma-separated job ids: only these (a page of the queue); default every queued job.
+    ids: Option<String>,
+}
+
 pub async fn explain_queued(
     State(ctx): State<AppState>,
+    Query(q): Query<ExplainQuery>,
 ) -> ApiResult<Json<Vec<gpuq_api::Explanation>>> {
+    let wanted: Option<std::collections::HashSet<JobId>> = match q.ids.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(
+            text.split(',')
+                .map(|id| {
+                    id.trim().parse::<JobId>().map_err(|_| {
+                        ApiError::field(
+                            StatusCode::BAD_REQUEST,
+                            format!("ids: {id:?} is not a job id; give ids separated by commas"),
+                            "ids".into(),
+                        )
+                    })
+                })
+                .collect::<ApiResult<_>>()?,
+        ),
+    };
     let mut all: Vec<gpuq_api::Explanation> = ctx
         .service
         .explain_queued()?
         .into_iter()
+        .filter(|(id, _)| wanted.as_ref().is_none_or(|w| w.contains(id)))
         .map(|(id, explanation)| gpuq_api::Explanation { id, explanation })
         .collect();
     all.sort_by_key(|e| e.id);
@@ -492,6 +516,8 @@ pub struct LogQuery {
     offset: u64,
     #[serde(default)]
     follow: bool,
+    /// Start at most this many bytes before the end (a page opening a long log).
+    tail: Option<u64>,
 }
 
 /// Largest piece of log returned by one request.
@@ -531,10 +557,17 @@ pub async fn log(
         } else {
             let ended = attempt < job.attempt || job.state != JobState::Running;
             let path = ctx.service.log_path(id, attempt);
-            let data = read_from(&path, q.offset).await;
+            let offset = match q.tail {
+                Some(tail) => {
+                    let len = tokio::fs::metadata(&path).await.map_or(0, |m| m.len());
+                    q.offset.max(len.saturating_sub(tail))
+                }
+                None => q.offset,
+            };
+            let data = read_from(&path, offset).await;
             if !data.is_empty() || ended || !q.follow {
                 let complete = ended && data.len() < LOG_CHUNK as usize;
-                let next = q.offset + data.len() as u64;
+                let next = offset + data.len() as u64;
                 return Ok(log_response(data, next, attempt, complete));
             }
         }

@@ -280,7 +280,10 @@ fn the_queue_pages_on_the_server_and_assets_are_compressed() {
     let d = Daemon::start("sim:1");
     let ids: Vec<u64> = (0..5)
         .map(|i| {
+            // One GPU each on a one-GPU daemon: the first runs, the others queue.
             d.submit(&[
+                "--gpus",
+                "1",
                 "--project",
                 if i % 2 == 0 { "even" } else { "odd" },
                 "--",
@@ -336,7 +339,69 @@ fn the_queue_pages_on_the_server_and_assets_are_compressed() {
         b"",
     );
     assert_eq!(again.status, 304);
+
+    // Explanations for one page of the queue only; JSON compressed for a browser.
+    let auth = format!("Bearer {token}");
+    let explain = request(
+        &d.url,
+        "GET",
+        &format!("/v1/explain?ids={},{}", ids[3], ids[4]),
+        &[("authorization", &auth)],
+        b"",
+    );
+    let explained: Vec<u64> = explain
+        .json()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(explained, vec![ids[3], ids[4]]);
+    assert_eq!(
+        raw_http::get(&d.url, &token, "/v1/explain?ids=1,x").status,
+        400
+    );
+    let zipped = request(
+        &d.url,
+        "GET",
+        "/v1/jobs",
+        &[("authorization", &auth), ("accept-encoding", "gzip")],
+        b"",
+    );
+    assert_eq!(zipped.header("content-encoding"), Some("gzip"));
+    assert_eq!(
+        first.header("content-encoding"),
+        None,
+        "only for clients that ask"
+    );
     let history = raw_http::get(&d.url, &token, "/v1/gpus/history?max_points=1");
     assert_eq!(history.status, 400);
     assert!(history.text().contains("max_points"));
+}
+
+#[test]
+fn a_long_log_can_be_read_from_its_tail() {
+    let d = Daemon::start("sim:1");
+    let id = d.submit(&["--", "sh", "-c", "seq 1 20000"]);
+    d.wait(id);
+    let token = d.token();
+    let whole = raw_http::get(&d.url, &token, &format!("/v1/jobs/{id}/log"));
+    let size = whole.body.len();
+    assert!(size > 100_000, "{size}");
+    let tail = raw_http::get(&d.url, &token, &format!("/v1/jobs/{id}/log?tail=100"));
+    assert_eq!(tail.status, 200);
+    assert!(tail.body.len() <= 100, "{}", tail.body.len());
+    assert!(tail.text().ends_with("19999\n20000\n"), "{}", tail.text());
+    assert_eq!(
+        tail.header("x-gpuq-log-offset"),
+        Some(size.to_string().as_str())
+    );
+    // A reader already past the tail's start keeps its place.
+    let on = raw_http::get(
+        &d.url,
+        &token,
+        &format!("/v1/jobs/{id}/log?tail=100000000&offset={}", size - 6),
+    );
+    assert_eq!(on.text(), "20000\n");
 }

@@ -241,11 +241,14 @@ export function mount(root, route, app) {
     const attempt = logAttempt || job.attempt;
     try {
       for (;;) {
-        const res = await getRaw(api('/log' + qs({ offset: logOffset, attempt })));
+        // The first read of a long log starts near its end: no need to fetch what is not kept.
+        const first = logOffset === 0;
+        const res = await getRaw(api('/log' + qs({ offset: logOffset, attempt, tail: first ? LOG_KEEP : null })));
         const buf = await res.arrayBuffer();
         if (destroyed || attempt !== (logAttempt || job.attempt)) return;
         const next = Number(res.headers.get('x-gpuq-log-offset'));
         logOffset = Number.isFinite(next) ? next : logOffset + buf.byteLength;
+        if (first && logOffset - buf.byteLength > 0) logMsg.textContent = t('job.logTrimmed');
         appendLog(decoder.decode(buf, { stream: true }));
         logDone = res.headers.get('x-gpuq-log-complete') === 'true';
         if (logDone || buf.byteLength < CHUNK) break;

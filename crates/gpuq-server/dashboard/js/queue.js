@@ -103,9 +103,11 @@ export function mount(root, route, app) {
       jobs = data;
       const tc = headers.get('x-total-count');
       total = tc == null || tc === '' ? null : Number(tc);
-      if (jobs.some((j) => j.state === 'queued')) {
+      const queued = jobs.filter((j) => j.state === 'queued').map((j) => j.id);
+      if (queued.length) {
         try {
-          const ex = await get('/v1/explain');
+          // Only this page's jobs: the whole queue may be thousands.
+          const ex = await get('/v1/explain' + qs({ ids: queued.join(',') }));
           explain = new Map(ex.map((e) => [e.id, e.explanation]));
         } catch (e) { explain = new Map(); }
       }
