@@ -18,6 +18,10 @@ def login_with_link(daemon, page):
     link = daemon.gpuq("dashboard", "--print-url").strip()
     assert re.fullmatch(re.escape(daemon.url) + r"/login#code=[A-Za-z0-9_-]{20,}", link), link
     page.goto(link)
+    # The page says whose link it is and logs in only when asked to.
+    page.wait_for_selector("#link-yes", timeout=10000)
+    assert page.locator("#link-question").inner_text().strip(), "the link's user is shown"
+    page.locator("#link-yes").click()
     page.wait_for_url(re.compile(re.escape(daemon.url) + r"/(#.*)?$"), timeout=15000)
     page.wait_for_selector("tr[data-job-id]", timeout=15000)
     return link
@@ -44,10 +48,31 @@ def test_login_link_opens_the_queue_once_and_nothing_is_served_without_it(daemon
     assert "code=" not in w.page.url, "the code leaves the address bar"
     w.assert_clean()
 
+    # A link of another user's, opened in this browser, says that it would end
+    # this session, and leaves it alone unless asked.
+    import json as _json
+    import urllib.request
+
+    req = urllib.request.Request(
+        daemon.url + "/v1/login-links",
+        data=b"{}",
+        method="POST",
+        headers={"Authorization": "Bearer " + daemon.second_user_token(), "Content-Type": "application/json"},
+    )
+    other_link = _json.load(urllib.request.urlopen(req, timeout=10))["url"]
+    w.page.goto(other_link)
+    w.page.wait_for_selector("#link-switch:not([hidden])", timeout=10000)
+    assert "gpuqtestb" in w.page.locator("#link-question").inner_text()
+    w.page.locator("#link-no").click()
+    w.page.goto(daemon.url + "/#/queue")
+    w.page.wait_for_selector("tr[data-job-id]", timeout=10000)
+    assert w.page.locator("#user-name").inner_text().strip() != "gpuqtestb"
+
     # The same link in another browser is spent.
     other = new_page()
     other.page.goto(link)
-    other.page.wait_for_selector("text=/used already|已使用|expired|过期/", timeout=10000)
+    other.page.wait_for_selector("#login-error:not([hidden])", timeout=10000)
+    assert re.search("used already|expired|已.*使用|过期", other.page.locator("#login-error").inner_text())
     assert other.page.url.startswith(daemon.url + "/login")
     other.assert_clean(allowed=["401"])
 

@@ -251,6 +251,19 @@ impl Client {
         self.json(self.http.post(self.url("/v1/login-links"))).await
     }
 
+    /// `POST /v1/dashboard-sessions/end`.
+    pub async fn end_dashboard_sessions(
+        &self,
+        which: &crate::web::EndSessions,
+    ) -> Result<crate::web::SessionsEnded, ApiError> {
+        self.json(
+            self.http
+                .post(self.url("/v1/dashboard-sessions/end"))
+                .json(which),
+        )
+        .await
+    }
+
     pub async fn tokens(&self) -> Result<Vec<TokenInfo>, ApiError> {
         self.json(self.http.get(self.url("/v1/tokens"))).await
     }

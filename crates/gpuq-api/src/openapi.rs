@@ -48,6 +48,9 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::web::LoginLink>();
     gen.subschema_for::<crate::web::LoginRequest>();
     gen.subschema_for::<crate::web::SessionInfo>();
+    gen.subschema_for::<crate::web::LinkInfo>();
+    gen.subschema_for::<crate::web::EndSessions>();
+    gen.subschema_for::<crate::web::SessionsEnded>();
     serde_json::to_value(gen.definitions()).expect("schemas serialize")
 }
 
@@ -204,11 +207,22 @@ fn sweep_paths() -> Value {
 fn web_paths() -> Value {
     json!({
         "/v1/login-links": { "post": {
-            "summary": "A single-use dashboard login link for the caller, valid two minutes (what `gpuq dashboard` asks for); refused to a browser session",
+            "summary": "A single-use dashboard login link for the caller, valid two minutes (what `gpuq dashboard` asks for; at most 20 unused per user); refused to a browser session and to a job's token. A link asked for with a per-user token makes a session that ends when that token is revoked",
             "responses": with_errors("200", json_body(schema_ref("LoginLink"), "The link"))
         }},
+        "/v1/dashboard-sessions/end": { "post": {
+            "summary": "End browser sessions: the caller's own, a named user's or everyone's (admins)",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("EndSessions") } } },
+            "responses": with_errors("200", json_body(schema_ref("SessionsEnded"), "How many ended"))
+        }},
+        "/auth/link": { "post": {
+            "summary": "Whose a login link's code is, without using it up (the login page asks before it logs in); JSON only, same origin only",
+            "security": [],
+            "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("LoginRequest") } } },
+            "responses": with_errors("200", json_body(schema_ref("LinkInfo"), "The link's user"))
+        }},
         "/auth/login": { "post": {
-            "summary": "Trade a login link's code or an API token for a browser session: sets an HttpOnly, SameSite=Strict cookie and returns the CSRF secret the page sends as X-CSRF-Token with every request (requests with the cookie but without it get 403). Refused from another origin",
+            "summary": "Trade a login link's code or an API token for a browser session: sets an HttpOnly, SameSite=Strict cookie and returns the CSRF secret the page sends as X-CSRF-Token with every request (requests with the cookie but without it get 403). JSON only (415 otherwise); refused from another origin",
             "security": [],
             "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("LoginRequest") } } },
             "responses": with_errors("200", json_body(schema_ref("SessionInfo"), "The session, with csrf"))

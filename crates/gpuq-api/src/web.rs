@@ -38,3 +38,26 @@ pub struct SessionInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csrf: Option<String>,
 }
+
+/// `POST /auth/link`: whose a login link is (the page asks before it logs in).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct LinkInfo {
+    pub user: String,
+}
+
+/// `POST /v1/dashboard-sessions/end`: whose browser sessions to end.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndSessions {
+    /// This user's (default: the caller's own). Another user's: admins only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Everyone's (admins only).
+    #[serde(default)]
+    pub all: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SessionsEnded {
+    pub ended: usize,
+}

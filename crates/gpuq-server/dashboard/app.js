@@ -29,7 +29,7 @@ export function parseHash(hash) {
   const [path, query] = [raw.split('?')[0], raw.includes('?') ? raw.slice(raw.indexOf('?') + 1) : ''];
   const parts = path.split('/').filter(Boolean).map((p) => { try { return decodeURIComponent(p); } catch (e) { return p; } });
   let name = parts[0] || 'queue';
-  if (!PAGES[name]) name = 'notfound';
+  if (!Object.hasOwn(PAGES, name)) name = 'notfound';
   return { name, arg: parts[1] ?? null, params: new URLSearchParams(query), hash: '#/' + raw };
 }
 
@@ -70,7 +70,7 @@ function renderHeader() {
 }
 
 function markNav() {
-  const current = app.route ? (PAGES[app.route.name] || {}).nav : null;
+  const current = app.route ? (Object.hasOwn(PAGES, app.route.name) ? PAGES[app.route.name] : {}).nav : null;
   for (const a of header.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === current) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
@@ -94,7 +94,8 @@ function render(force) {
   main.dataset.page = route.name;
   const page = PAGES[route.name];
   document.title = (page ? t('nav.' + (page.arg ? route.name : page.nav)) : t('notfound')) + ' · gpuq';
-  if (!page || (page.arg && route.arg == null)) {
+  // Pages of one job or sweep take its numeric id, nothing else (it becomes an API path).
+  if (!page || (page.arg && !/^\d{1,18}$/.test(route.arg ?? ''))) {
     main.append(h('div', { class: 'empty-page' }, h('h1', null, t('notfound')), h('p', null, h('a', { href: '#/queue' }, t('nav.queue')))));
     return;
   }

@@ -8,6 +8,7 @@
   'use strict';
   var KEY = 'gpuq.lang';
   var CSRF_KEY = 'gpuq.csrf';
+  var USER_KEY = 'gpuq.user';
   // A page asked for before logging in (/#/job/7 → /login#/job/7) opens after it.
   var next = /^#\/[^#]*$/.test(location.hash || '') ? location.hash : '';
   var S = {
@@ -15,11 +16,15 @@
       title: 'Log in', token: 'API token', submit: 'Log in', working: 'Logging in…',
       help: 'Open the link that `gpuq dashboard` prints, or paste an API token (`gpuq token create`, or the daemon\'s token file).',
       network: 'Cannot reach the gpuq daemon.', failed: 'Login failed (HTTP {status}).', lang: 'Language', page: 'gpuq · Log in',
+      linkAsk: 'This link logs you in as {user}.', linkSwitch: 'This browser is logged in as {current}: that session ends.',
+      linkYes: 'Log in as {user}', linkNo: 'Cancel',
     },
     'zh-CN': {
       title: '登录', token: 'API 令牌', submit: '登录', working: '正在登录…',
       help: '打开 `gpuq dashboard` 打印的链接，或粘贴一个 API 令牌（`gpuq token create`，或守护进程的 token 文件）。',
       network: '无法连接 gpuq 守护进程。', failed: '登录失败（HTTP {status}）。', lang: '语言', page: 'gpuq · 登录',
+      linkAsk: '此链接将以 {user} 的身份登录。', linkSwitch: '此浏览器当前以 {current} 登录：该会话将结束。',
+      linkYes: '以 {user} 登录', linkNo: '取消',
     },
   };
   function pick() {
@@ -77,6 +82,7 @@
         return res.json().catch(function () { return {}; }).then(function (s) {
           try {
             if (s && s.csrf) localStorage.setItem(CSRF_KEY, s.csrf);
+            if (s && s.user) localStorage.setItem(USER_KEY, s.user);
           } catch (e) { /* storage off: the app's requests will be refused */ }
           location.replace('/' + next);
         });
@@ -95,13 +101,50 @@
   }
 
   // #code=… from `gpuq dashboard`: for one use, so out of the address bar and the history at once.
+  // Whose link it is is asked first and shown with a button: a link another
+  // user sent (or a page of another site opened) never replaces a session unseen.
   function fromLink() {
     var m = /(?:^#|&)code=([^&]*)/.exec(location.hash || '');
     if (!m) return false;
     var code;
     try { code = decodeURIComponent(m[1]); } catch (e) { code = m[1]; }
     history.replaceState(null, '', location.pathname + location.search);
-    login({ code: code });
+    error('');
+    fetch('/auth/link', {
+      method: 'POST',
+      credentials: 'same-origin',
+      cache: 'no-store',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      body: JSON.stringify({ code: code }),
+    }).then(function (res) {
+      return res.json().catch(function () { return {}; }).then(function (j) {
+        if (!res.ok || !j.user) throw new Error(j && j.error ? j.error : t('failed', { status: res.status }));
+        return j.user;
+      });
+    }, function () {
+      throw new Error(t('network'));
+    }).then(function (user) {
+      var current = null;
+      try { current = localStorage.getItem(USER_KEY); } catch (e) { /* storage off */ }
+      $('link-question').textContent = t('linkAsk', { user: user });
+      $('link-switch').textContent = current && current !== user ? t('linkSwitch', { current: current }) : '';
+      $('link-switch').hidden = !(current && current !== user);
+      $('link-yes').textContent = t('linkYes', { user: user });
+      $('link-no').textContent = t('linkNo');
+      $('link-confirm').hidden = false;
+      $('link-yes').focus();
+      $('link-yes').onclick = function () {
+        $('link-confirm').hidden = true;
+        login({ code: code });
+      };
+      $('link-no').onclick = function () {
+        $('link-confirm').hidden = true;
+        showForm();
+      };
+    }).catch(function (e) {
+      error(e.message);
+      showForm();
+    });
     return true;
   }
 

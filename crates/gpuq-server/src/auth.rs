@@ -11,6 +11,18 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
 
+/// How a TCP request proved who it is (requests over the socket have none:
+/// the kernel said). Some things only some credentials may do: a login link
+/// or an API token is never made by a job's token or from a browser session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    DaemonToken,
+    /// A per-user token, by id: what it makes (a login link's session) dies with it.
+    UserToken(i64),
+    JobToken,
+    Browser,
+}
+
 pub async fn authenticate(
     State(ctx): State<AppState>,
     mut req: Request,
@@ -29,23 +41,29 @@ pub async fn authenticate(
     if presented.is_empty() {
         if let Some(caller) = crate::web::browser_caller(&ctx, req.headers())? {
             req.extensions_mut().insert(caller);
-            req.extensions_mut().insert(crate::web::ViaBrowser);
+            req.extensions_mut().insert(Credential::Browser);
             return Ok(next.run(req).await);
         }
     }
-    let caller = if constant_time_eq(presented.as_bytes(), ctx.token.as_bytes()) {
-        Some(ctx.identity.owner_caller())
+    let found = if constant_time_eq(presented.as_bytes(), ctx.token.as_bytes()) {
+        Some((ctx.identity.owner_caller(), Credential::DaemonToken))
     } else if presented.is_empty() {
         None
     } else if presented.starts_with("gpuqjob_") {
-        ctx.service.job_token_caller(&presented)
+        ctx.service
+            .job_token_caller(&presented)
+            .map(|c| (c, Credential::JobToken))
     } else {
         let hash = hash_token(&presented);
         ctx.service
             .token_user(&hash)?
             .filter(|(_, _, stored)| constant_time_eq(stored, &hash))
-            .map(|(_, user, _)| ctx.identity.caller(user))
+            .map(|(id, user, _)| (ctx.identity.caller(user), Credential::UserToken(id)))
     };
+    let caller = found.map(|(caller, credential)| {
+        req.extensions_mut().insert(credential);
+        caller
+    });
     let Some(caller) = caller else {
         if crate::mlflow::is_mlflow_path(req.uri().path()) {
             return Err(ApiError::mlflow(

@@ -96,6 +96,10 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/rung", post(sweep_routes::rung))
         .route("/v1/events", get(feed::events))
         .route("/v1/login-links", post(web::session::create_link))
+        .route(
+            "/v1/dashboard-sessions/end",
+            post(web::session::end_sessions),
+        )
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(routes::openapi))
         .merge(mlflow::router())
@@ -321,6 +325,12 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         interval,
     );
 
+    // A daemon listening on every address is reached by its host's name.
+    let web_url = if local.ip().is_unspecified() {
+        format!("http://{node}:{}", local.port())
+    } else {
+        url.clone()
+    };
     let info = ServerInfo {
         version: env!("CARGO_PKG_VERSION").into(),
         node,
@@ -337,7 +347,8 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         token,
         info,
         identity: identity.clone(),
-        web: web::WebConfig::new(&url),
+        // A daemon listening on every address is reached by its host's name.
+        web: web::WebConfig::new(&web_url),
     });
     let app = router(ctx);
     let socket = home::socket_path(&home);

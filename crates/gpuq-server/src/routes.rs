@@ -324,9 +324,17 @@ pub fn require_admin(caller: &Caller, what: &str) -> ApiResult<()> {
 pub async fn create_token(
     State(ctx): State<AppState>,
     Extension(caller): Extension<Caller>,
+    credential: Option<Extension<super::auth::Credential>>,
     Json(req): Json<gpuq_api::TokenRequest>,
 ) -> ApiResult<(StatusCode, Json<gpuq_api::TokenCreated>)> {
     require_admin(&caller, "create tokens")?;
+    if credential.is_some_and(|Extension(c)| c == super::auth::Credential::Browser) {
+        // A token outlives the session: a stolen session must not become one.
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "tokens are made with `gpuq token create`, not from a browser session",
+        ));
+    }
     if req.user.trim().is_empty() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,

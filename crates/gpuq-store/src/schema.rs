@@ -214,11 +214,13 @@ CREATE INDEX jobs_array ON jobs (array_id, array_index) WHERE array_id IS NOT NU
 "#,
     // The dashboard's logins. Only hashes of the secrets are kept: a login link's
     // code (single use, minutes) and a browser session's id. A session made with
-    // a per-user API token names it, and dies with its revocation.
+    // a per-user API token names it, and dies with its revocation (as does one
+    // made from a link that such a token asked for).
     r#"
 CREATE TABLE web_links (
     code_hash  BLOB PRIMARY KEY,
     user       TEXT NOT NULL,
+    token_id   INTEGER REFERENCES tokens (id),
     expires_at INTEGER NOT NULL
 );
 CREATE TABLE web_sessions (

@@ -405,3 +405,128 @@ fn a_long_log_can_be_read_from_its_tail() {
     );
     assert_eq!(on.text(), "20000\n");
 }
+
+/// POSTs `body` as JSON with a bearer token.
+fn post_as(d: &Daemon, token: &str, path: &str, body: &str) -> Reply {
+    raw_http::post_json(&d.url, token, path, body.as_bytes())
+}
+
+#[test]
+fn job_tokens_and_sessions_mint_nothing_that_outlives_them() {
+    let d = Daemon::start("sim:1");
+    // A job's own token (MLflow's variable) is in its environment: print it.
+    let job = d.submit(&[
+        "--",
+        "sh",
+        "-c",
+        "echo token=$MLFLOW_TRACKING_TOKEN; sleep 300",
+    ]);
+    let log = d.wait_for_log(job, "token=gpuqjob_", std::time::Duration::from_secs(20));
+    let job_token = log
+        .split("token=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let refused = post_as(&d, &job_token, "/v1/login-links", "{}");
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert!(refused.text().contains("job"), "{}", refused.text());
+
+    // A browser session makes neither links nor API tokens.
+    let owner = Session::from(&login(&d, &format!("{{\"token\": \"{}\"}}", d.token())));
+    let r = request(
+        &d.url,
+        "POST",
+        "/v1/tokens",
+        &[
+            ("cookie", &owner.cookie),
+            ("x-csrf-token", &owner.csrf),
+            ("content-type", "application/json"),
+        ],
+        b"{\"user\": \"root\"}",
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(owner.post(&d, "/v1/login-links").status, 403);
+}
+
+#[test]
+fn a_link_asked_for_with_a_token_dies_with_the_token_and_sessions_can_be_ended() {
+    let d = Daemon::start("sim:1");
+    if common::running_as_root() {
+        common::ensure_user(BOB);
+    }
+    let created: serde_json::Value =
+        serde_json::from_str(&d.ok(&["token", "create", "--user", BOB, "--json"])).unwrap();
+    let bob_token = created["token"].as_str().unwrap().to_string();
+    let link = post_as(&d, &bob_token, "/v1/login-links", "{}")
+        .json()
+        .unwrap();
+    assert_eq!(link["user"], BOB);
+    let code = link["url"]
+        .as_str()
+        .unwrap()
+        .split("#code=")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    // The login page asks whose a link is without using it up.
+    let peek = request(
+        &d.url,
+        "POST",
+        "/auth/link",
+        &[("content-type", "application/json")],
+        format!("{{\"code\": \"{code}\"}}").as_bytes(),
+    );
+    assert_eq!(peek.json().unwrap()["user"], BOB, "{}", peek.text());
+    let bob = Session::from(&login(&d, &format!("{{\"code\": \"{code}\"}}")));
+    assert_eq!(bob.get(&d, "/auth/session").status, 200);
+    d.ok(&["token", "revoke", &created["id"].to_string()]);
+    assert_eq!(
+        bob.get(&d, "/auth/session").status,
+        401,
+        "the link's session dies with its token"
+    );
+
+    // Sessions made over the socket end on demand: one's own, or (admins) anyone's.
+    let (_, code) = url_code(&d);
+    let mine = Session::from(&login(&d, &format!("{{\"code\": \"{code}\"}}")));
+    let ended = post_as(
+        &d,
+        &d.token(),
+        "/v1/dashboard-sessions/end",
+        "{\"all\": true}",
+    );
+    assert_eq!(ended.status, 200, "{}", ended.text());
+    assert!(ended.json().unwrap()["ended"].as_u64().unwrap() >= 1);
+    assert_eq!(mine.get(&d, "/v1/jobs").status, 401);
+    let out = d.ok(&["dashboard", "--end-sessions"]);
+    assert!(out.contains("ended 0"), "{out}");
+}
+
+#[test]
+fn cookies_tossed_in_from_another_port_do_not_lock_a_user_out() {
+    let d = Daemon::start("sim:1");
+    let (_, code) = url_code(&d);
+    let s = Session::from(&login(&d, &format!("{{\"code\": \"{code}\"}}")));
+    let name = s.cookie.split('=').next().unwrap();
+    let tossed = format!("{name}={}; {name}=junk; {}", "x".repeat(300), s.cookie);
+    let r = request(
+        &d.url,
+        "GET",
+        "/auth/session",
+        &[("cookie", &tossed), ("x-csrf-token", &s.csrf)],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Logins are JSON only: a form of another site cannot send one.
+    let form = request(
+        &d.url,
+        "POST",
+        "/auth/login",
+        &[("content-type", "text/plain")],
+        format!("{{\"code\": \"{code}\"}}").as_bytes(),
+    );
+    assert_eq!(form.status, 415, "{}", form.text());
+}

@@ -17,7 +17,10 @@ export function h(tag, attrs, ...children) {
       else if (k === 'href') {
         const s = String(v);
         // Only the app's own routes and paths: data never becomes a URL of its own.
-        if (!/^(#\/|\/(?!\/))/.test(s)) throw new Error('refusing href ' + s);
+        // (Browsers read `/\host` or `/<tab>/host` as another site: check the resolved origin too.)
+        if (!/^(#\/|\/[A-Za-z0-9_.~-])/.test(s) || new URL(s, location.href).origin !== location.origin) {
+          throw new Error('refusing href ' + s);
+        }
         el.setAttribute('href', s);
       } else if (k === 'value' || k === 'checked' || k === 'disabled' || k === 'selected' || k === 'open') el[k] = v;
       else el.setAttribute(k, v === true ? '' : String(v));

@@ -9,7 +9,7 @@ const WINDOWS = { '15m': 15 * 60_000, '24h': 24 * 3_600_000 };
 const IDLE_KINDS = new Set(['job_idle', 'node_idle', 'gpu_memory_high', 'gpu_temperature_high', 'gpu_xid', 'gpu_lost']);
 
 export function mount(root, route, app) {
-  let win = WINDOWS[route.params.get('window')] ? route.params.get('window') : '15m';
+  let win = Object.hasOwn(WINDOWS, route.params.get('window') || '') ? route.params.get('window') : '15m';
   let gpus = [];
   let history = [];
   let alerts = [];

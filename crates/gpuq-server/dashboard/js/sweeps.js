@@ -1,7 +1,7 @@
 // #/sweeps and #/sweep/ID: hyperparameter sweeps, their trials, the best so
 // far, each parameter against the metric, and the rungs.
 import { h, clear, card, dl, table, jobLink, timeEl, hours, dollars, num, text, debounce, showError, sweepHref, DASH } from './dom.js';
-import { get } from './api.js';
+import { get, getRaw } from './api.js';
 import { chart, destroyAll, clean } from './charts.js';
 import { fmtValue } from './job.js';
 import { t } from './i18n.js';
@@ -192,7 +192,13 @@ export function mountDetail(root, route, app) {
 
   async function load() {
     let d;
-    try { d = await get('/v1/sweeps/' + encodeURIComponent(id)); } catch (e) {
+    try {
+      const raw = await (await getRaw('/v1/sweeps/' + encodeURIComponent(id))).text();
+      d = JSON.parse(raw);
+      // The seed is a u64, past what a JS number holds exactly: show the digits sent.
+      const seed = /"seed":(\d+),"rungs"/.exec(raw);
+      if (seed) d.seed = seed[1];
+    } catch (e) {
       if (destroyed) return;
       if (!detail) clear(facts, h('p', { class: 'error-box' }, e.message));
       showError(e);

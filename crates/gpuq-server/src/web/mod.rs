@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-pub use session::{browser_caller, ViaBrowser, WebConfig};
+pub use session::{browser_caller, WebConfig};
 
 /// No inline script or style, nothing from another origin, never in a frame.
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -28,6 +28,7 @@ pub fn router() -> Router<AppState> {
         .route("/index.html", get(app))
         .route("/login", get(login_page))
         .route("/assets/*path", get(asset))
+        .route("/auth/link", post(session::link_info))
         .route("/auth/login", post(session::login))
         .route("/auth/session", get(session::current))
         .route("/auth/logout", post(session::logout))

@@ -6,6 +6,7 @@
 //! server on this host may be sent the cookie; without the secret, which only
 //! this origin's page holds, the cookie alone opens nothing.
 
+use crate::auth::Credential;
 use crate::identity::{constant_time_eq, hash_token, Caller};
 use crate::routes::{ApiError, ApiResult, AppState};
 use axum::extract::State;
@@ -14,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use base64::Engine;
 use gpuq_api::home::now_ms;
-use gpuq_api::web::{LoginLink, LoginRequest, SessionInfo};
+use gpuq_api::web::{EndSessions, LinkInfo, LoginLink, LoginRequest, SessionInfo, SessionsEnded};
 use gpuq_store::web::WebSession;
 
 /// How long a login link works.
@@ -23,10 +24,11 @@ pub const LINK_LIFETIME_MS: i64 = 2 * 60 * 1000;
 pub const SESSION_LIFETIME_MS: i64 = 12 * 60 * 60 * 1000;
 /// The header a page sends its session's CSRF secret in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
-
-/// Marks a request authenticated by a browser session (not a token or the socket).
-#[derive(Clone, Copy)]
-pub struct ViaBrowser;
+/// Login links one user may have open (not used, not expired) at once.
+pub const MAX_LIVE_LINKS: u32 = 20;
+/// Cookies of our name looked at in one request: another server on this host
+/// can set more of them (with longer paths, sent first) to push ours out.
+const MAX_COOKIES: usize = 4;
 
 /// What the web layer needs to know about the daemon.
 pub struct WebConfig {
@@ -62,48 +64,67 @@ fn bad_request(why: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, why)
 }
 
-/// The session id in the request's cookie named `name`, if any.
-pub fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
+/// The values of the request's cookies named `name` (the first few, each of a
+/// sane length), in the order the browser sent them.
+pub fn cookie_values(headers: &HeaderMap, name: &str) -> Vec<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
+        .filter(|(k, v)| *k == name && !v.is_empty() && v.len() <= 128)
         .map(|(_, v)| v.to_string())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .take(MAX_COOKIES)
+        .collect()
 }
 
-/// The live session behind the request's cookie (the CSRF secret not checked).
+/// The live sessions behind the request's cookies, with their ids.
+fn live_sessions(ctx: &AppState, headers: &HeaderMap) -> ApiResult<Vec<(String, WebSession)>> {
+    let now = now_ms();
+    let mut live = Vec::new();
+    for id in cookie_values(headers, &ctx.web.cookie) {
+        let hash = hash_token(&id);
+        if let Some(session) = ctx.service.with_store(|s| s.web_session(&hash, now))? {
+            live.push((id, session));
+        }
+    }
+    Ok(live)
+}
+
+/// The first live session behind the request's cookies (the CSRF secret not
+/// checked: for the pages themselves, which a navigation loads without headers).
 pub fn session_of(ctx: &AppState, headers: &HeaderMap) -> ApiResult<Option<(String, WebSession)>> {
-    let Some(id) = cookie_value(headers, &ctx.web.cookie) else {
-        return Ok(None);
-    };
-    let hash = hash_token(&id);
-    let session = ctx.service.with_store(|s| s.web_session(&hash, now_ms()))?;
-    Ok(session.map(|s| (id, s)))
+    Ok(live_sessions(ctx, headers)?.into_iter().next())
 }
 
-/// The caller of a request that carries a session cookie: `None` without a
-/// (live) session, an error when the session is live but the request lacks
-/// its CSRF secret (a page of another site, or another origin on this host).
-pub fn browser_caller(ctx: &AppState, headers: &HeaderMap) -> ApiResult<Option<Caller>> {
-    let Some((_, session)) = session_of(ctx, headers)? else {
+/// The live session whose CSRF secret the request carries: `None` without a
+/// live session, an error when there is one but the request lacks its secret
+/// (a page of another site, or another origin on this host).
+fn checked_session(ctx: &AppState, headers: &HeaderMap) -> ApiResult<Option<(String, WebSession)>> {
+    let live = live_sessions(ctx, headers)?;
+    if live.is_empty() {
         return Ok(None);
-    };
+    }
     let presented = headers
         .get(CSRF_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if !constant_time_eq(presented.as_bytes(), session.csrf.as_bytes()) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "this request has a dashboard session cookie but not its CSRF token (X-CSRF-Token): \
-             only the dashboard's own pages may act with a session; reload it, or log in again",
-        ));
-    }
-    Ok(Some(web_caller(ctx, &session.user)))
+    live.into_iter()
+        .find(|(_, s)| constant_time_eq(presented.as_bytes(), s.csrf.as_bytes()))
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "this request has a dashboard session cookie but not its CSRF token (X-CSRF-Token): \
+                 only the dashboard's own pages may act with a session; reload it, or log in again",
+            )
+        })
+}
+
+/// The caller of a request that carries a session cookie and its CSRF secret.
+pub fn browser_caller(ctx: &AppState, headers: &HeaderMap) -> ApiResult<Option<Caller>> {
+    Ok(checked_session(ctx, headers)?.map(|(_, s)| web_caller(ctx, &s.user)))
 }
 
 /// A dashboard user acts as themselves, never as the daemon's owner account.
@@ -122,35 +143,110 @@ fn same_origin(headers: &HeaderMap) -> bool {
         headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()),
         headers.get(header::HOST).and_then(|v| v.to_str().ok()),
     ) {
-        (Some(origin), Some(host)) => origin.split_once("://").is_some_and(|(_, h)| h == host),
+        // The daemon serves plain HTTP: its pages' origin is exactly this.
+        (Some(origin), Some(host)) => origin == format!("http://{host}"),
         (Some(_), None) => false,
         (None, _) => true,
     }
 }
 
-/// `POST /v1/login-links`: a single-use link that logs the caller in.
+/// `POST /v1/login-links`: a single-use link that logs the caller in. Made
+/// from the socket or an API token; a job's token or a browser session makes
+/// none (a job's token dies with its job; a session would outlive it).
 pub async fn create_link(
     State(ctx): State<AppState>,
     Extension(caller): Extension<Caller>,
-    via_browser: Option<Extension<ViaBrowser>>,
+    credential: Option<Extension<Credential>>,
 ) -> ApiResult<Json<LoginLink>> {
-    if via_browser.is_some() {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "login links are made with `gpuq dashboard` (the socket or an API token), not from a browser session",
-        ));
-    }
+    let token_id = match credential.map(|Extension(c)| c) {
+        Some(Credential::Browser) => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "login links are made with `gpuq dashboard` (the socket or an API token), not from a browser session",
+            ))
+        }
+        Some(Credential::JobToken) => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "a job's token makes no login link (a session would outlive the job): \
+                 run `gpuq dashboard` as yourself",
+            ))
+        }
+        Some(Credential::UserToken(id)) => Some(id),
+        Some(Credential::DaemonToken) | None => None,
+    };
     let code = secret()?;
-    let expires_at = now_ms() + LINK_LIFETIME_MS;
+    let now = now_ms();
+    let expires_at = now + LINK_LIFETIME_MS;
     let hash = hash_token(&code);
     let user = caller.user.clone();
-    ctx.service
-        .with_store_mut(|s| s.create_web_link(&hash, &user, expires_at))?;
+    let made = ctx.service.with_store_mut(|s| {
+        s.create_web_link(&hash, &user, token_id, expires_at, now, MAX_LIVE_LINKS)
+    })?;
+    if made.is_none() {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "{user} has {MAX_LIVE_LINKS} login links not yet used: use one, or wait two minutes for them to expire"
+            ),
+        ));
+    }
     Ok(Json(LoginLink {
         url: format!("{}/login#code={code}", ctx.web.url),
         user: caller.user,
         expires_at,
     }))
+}
+
+/// Refuses a login request from another origin, or one that is not JSON (a
+/// form of another site cannot send JSON without asking first).
+fn check_login_request(headers: &HeaderMap) -> ApiResult<()> {
+    if !same_origin(headers) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "logins come from the dashboard's own login page, not from another site",
+        ));
+    }
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().unwrap_or("").trim() == "application/json");
+    if !json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the login as JSON (Content-Type: application/json)",
+        ));
+    }
+    Ok(())
+}
+
+fn used_link() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "this login link was used already or has expired (links work once, for two minutes): \
+         run `gpuq dashboard` again",
+    )
+}
+
+/// `POST /auth/link` with `{"code"}`: whose the link is, without using it up,
+/// so that the login page asks "log in as …?" before a link replaces a session.
+pub async fn link_info(
+    State(ctx): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<LinkInfo>> {
+    check_login_request(&headers)?;
+    let req: LoginRequest = serde_json::from_slice(&body)
+        .map_err(|e| bad_request(format!("the body must be JSON {{\"code\": …}}: {e}")))?;
+    let code = req
+        .code
+        .ok_or_else(|| bad_request("code: give the link's code"))?;
+    let hash = hash_token(code.trim());
+    let user = ctx
+        .service
+        .with_store(|s| s.web_link_user(&hash, now_ms()))?
+        .ok_or_else(used_link)?;
+    Ok(Json(LinkInfo { user }))
 }
 
 /// `POST /auth/login` with `{"code"}` (from a link) or `{"token"}` (an API token).
@@ -159,12 +255,7 @@ pub async fn login(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
-    if !same_origin(&headers) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "logins come from the dashboard's own login page, not from another site",
-        ));
-    }
+    check_login_request(&headers)?;
     let req: LoginRequest = serde_json::from_slice(&body).map_err(|e| {
         bad_request(format!(
             "the body must be JSON {{\"code\": …}} or {{\"token\": …}}: {e}"
@@ -174,17 +265,9 @@ pub async fn login(
     let (user, token_id) = match (req.code.as_deref(), req.token.as_deref()) {
         (Some(code), None) => {
             let hash = hash_token(code.trim());
-            let user = ctx
-                .service
+            ctx.service
                 .with_store_mut(|s| s.redeem_web_link(&hash, now))?
-                .ok_or_else(|| {
-                    ApiError::new(
-                        StatusCode::UNAUTHORIZED,
-                        "this login link was used already or has expired (links work once, for two minutes): \
-                         run `gpuq dashboard` again",
-                    )
-                })?;
-            (user, None)
+                .ok_or_else(used_link)?
         }
         (None, Some(token)) => token_login(&ctx, token.trim())?,
         _ => {
@@ -265,16 +348,14 @@ pub async fn current(
     State(ctx): State<AppState>,
     headers: HeaderMap,
 ) -> ApiResult<Json<SessionInfo>> {
-    let unauthorized = || ApiError::new(StatusCode::UNAUTHORIZED, "not logged in: open /login");
-    browser_caller(&ctx, &headers)?.ok_or_else(unauthorized)?;
-    let (_, session) = session_of(&ctx, &headers)?.ok_or_else(unauthorized)?;
+    let (_, session) = checked_session(&ctx, &headers)?
+        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "not logged in: open /login"))?;
     Ok(Json(session_info(&ctx, &session, false)))
 }
 
 /// `POST /auth/logout`: ends the session and clears its cookie.
 pub async fn logout(State(ctx): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
-    browser_caller(&ctx, &headers)?;
-    if let Some((id, _)) = session_of(&ctx, &headers)? {
+    if let Some((id, _)) = checked_session(&ctx, &headers)? {
         let hash = hash_token(&id);
         ctx.service
             .with_store_mut(|s| s.delete_web_session(&hash))?;
@@ -291,6 +372,32 @@ pub async fn logout(State(ctx): State<AppState>, headers: HeaderMap) -> ApiResul
     Ok(response)
 }
 
+/// `POST /v1/dashboard-sessions/end`: ends browser sessions: the caller's own,
+/// another user's or everyone's (admins). Rotating a token does not end the
+/// sessions made with a link it did not ask for; this does.
+pub async fn end_sessions(
+    State(ctx): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Json(req): Json<EndSessions>,
+) -> ApiResult<Json<SessionsEnded>> {
+    let user = match (req.all, req.user.as_deref()) {
+        (true, Some(_)) => return Err(bad_request("give user or all, not both")),
+        (true, None) => None,
+        (false, Some(u)) => Some(u.to_string()),
+        (false, None) => Some(caller.user.clone()),
+    };
+    if user.as_deref() != Some(caller.user.as_str()) && !caller.admin {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only an admin ends other users' dashboard sessions",
+        ));
+    }
+    let ended = ctx
+        .service
+        .with_store_mut(|s| s.end_web_sessions(user.as_deref()))?;
+    Ok(Json(SessionsEnded { ended }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,14 +409,21 @@ mod tests {
             header::COOKIE,
             HeaderValue::from_static("a=1; gpuq_session_8585x=2; gpuq_session_8585=abc"),
         );
-        assert_eq!(
-            cookie_value(&h, "gpuq_session_8585").as_deref(),
-            Some("abc")
+        assert_eq!(cookie_values(&h, "gpuq_session_8585"), vec!["abc"]);
+        assert!(cookie_values(&h, "gpuq_session_1").is_empty());
+        // Cookies tossed in by another server on this host do not push ours out.
+        let tossed = format!(
+            "gpuq_session_1={}; gpuq_session_1=junk; gpuq_session_1=ours",
+            "x".repeat(200)
         );
-        assert_eq!(cookie_value(&h, "gpuq_session_1"), None);
-        let long = format!("gpuq_session_1={}", "x".repeat(200));
-        h.insert(header::COOKIE, HeaderValue::from_str(&long).unwrap());
-        assert_eq!(cookie_value(&h, "gpuq_session_1"), None);
+        h.insert(header::COOKIE, HeaderValue::from_str(&tossed).unwrap());
+        assert_eq!(cookie_values(&h, "gpuq_session_1"), vec!["junk", "ours"]);
+        let many: Vec<String> = (0..10).map(|i| format!("gpuq_session_1=v{i}")).collect();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_str(&many.join("; ")).unwrap(),
+        );
+        assert_eq!(cookie_values(&h, "gpuq_session_1").len(), MAX_COOKIES);
         assert_eq!(
             WebConfig::new("http://127.0.0.1:8585").cookie,
             "gpuq_session_8585"
@@ -338,6 +452,11 @@ mod tests {
             ("origin", "http://127.0.0.1:9999"),
             ("host", "127.0.0.1:8585")
         ]));
+        assert!(!with(&[
+            ("origin", "https://127.0.0.1:8585"),
+            ("host", "127.0.0.1:8585")
+        ]));
+        assert!(!with(&[("origin", "null"), ("host", "127.0.0.1:8585")]));
         assert!(!with(&[("sec-fetch-site", "cross-site")]));
         assert!(!with(&[("sec-fetch-site", "same-site")]));
         assert!(with(&[("sec-fetch-site", "same-origin")]));

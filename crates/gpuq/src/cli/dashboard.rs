@@ -13,9 +13,33 @@ pub struct DashboardArgs {
     /// Print the link as JSON (url, user, expires_at).
     #[arg(long)]
     json: bool,
+    /// End your dashboard sessions in every browser instead (with --user, that
+    /// user's; with --all, everyone's: admins).
+    #[arg(long)]
+    end_sessions: bool,
+    /// With --end-sessions: this user's sessions (admins).
+    #[arg(long, requires = "end_sessions")]
+    user: Option<String>,
+    /// With --end-sessions: every user's sessions (admins).
+    #[arg(long, requires = "end_sessions", conflicts_with = "user")]
+    all: bool,
 }
 
 pub async fn run(client: &Client, args: DashboardArgs) -> CmdResult {
+    if args.end_sessions {
+        let ended = client
+            .end_dashboard_sessions(&gpuq_api::web::EndSessions {
+                user: args.user,
+                all: args.all,
+            })
+            .await?;
+        if args.json {
+            super::output::print_json(&ended);
+        } else {
+            outln!("ended {} dashboard session(s)", ended.ended);
+        }
+        return Ok(0);
+    }
     let link = client.login_link().await?;
     if args.json {
         super::output::print_json(&link);
