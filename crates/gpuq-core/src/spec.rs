@@ -329,6 +329,11 @@ impl JobSpec {
                     format!("job {dep} is listed twice"),
                 ));
             }
+            // Job ids are SQLite integers: a larger one names no job (and must
+            // not reach a query as one).
+            if *dep > i64::MAX as u64 {
+                return Err(SpecError::new("after", format!("job {dep} does not exist")));
+            }
         }
         Ok(())
     }
@@ -442,6 +447,8 @@ mod tests {
         assert_eq!(s.validate().unwrap_err().field, "project");
         let mut s = cmd(&["x"]);
         s.after = (1..=5000).collect();
+        assert_eq!(s.validate().unwrap_err().field, "after");
+        s.after = vec![1 << 63];
         assert_eq!(s.validate().unwrap_err().field, "after");
     }
 

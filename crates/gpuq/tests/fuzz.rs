@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 /// Cases per endpoint: arbitrary bytes, then mutated valid requests.
-const CASES: [(&str, u32, u32); 7] = [
+const CASES: [(&str, u32, u32); 10] = [
     ("/v1/jobs", 400, 1200),
     ("/v1/sweeps", 200, 500),
     ("/v1/tokens", 200, 400),
@@ -28,6 +28,9 @@ const CASES: [(&str, u32, u32); 7] = [
     ("/api/2.0/mlflow/runs/log-batch", 200, 600),
     ("/api/2.0/mlflow/runs/search", 200, 600),
     ("/api/2.0/mlflow/experiments/create", 100, 300),
+    ("/auth/login", 150, 300),
+    ("/auth/link", 100, 200),
+    ("/v1/dashboard-sessions/end", 100, 200),
 ];
 /// Stands where a mutation puts raw JSON text (see `Mutation::Raw`).
 const PLACEHOLDER: &str = "\u{1}raw\u{1}";
@@ -81,6 +84,8 @@ fn baseline(path: &str, run: &str) -> Value {
         // One mutation per case: a changed command keeps the 1h idle time and a
         // changed idle time keeps the harmless command, so nothing odd ever runs.
         "/v1/autostop" => json!({"idle_after": "1h", "command": "true", "dry_run": true}),
+        "/auth/login" | "/auth/link" => json!({"code": "not-a-code"}),
+        "/v1/dashboard-sessions/end" => json!({"user": "fuzzer"}),
         _ => unreachable!(),
     }
 }
