@@ -3,6 +3,7 @@ login through the link, a queue that updates live, cancel from the page, a secon
 user who sees no one else's secrets and cannot act on their jobs, a job page that
 draws its metric chart, the other pages, both languages, and a clean console."""
 
+import json
 import os
 import re
 import time
@@ -12,6 +13,27 @@ import pytest
 from conftest import REPO_ROOT
 
 TRAIN = os.path.join(REPO_ROOT, "examples", "train_pure.py")
+TRIAL = os.path.join(REPO_ROOT, "crates", "gpuq", "tests", "sweep", "trial.py")
+
+
+@pytest.fixture(scope="module")
+def sweep(daemon, tmp_path_factory):
+    """A small ASHA sweep of real trials (no GPUs), run to its end."""
+    path = tmp_path_factory.mktemp("sweep") / "sweep.yaml"
+    path.write_text(
+        f"name: toy\ncommand: [python3, {TRIAL}]\ngpus: 0\nenv:\n  STEP_SECONDS: '0.05'\n"
+        "parameters:\n  x: {uniform: [0.0, 1.0]}\n  lr: {loguniform: [0.0001, 0.1]}\n"
+        "metric: {name: val_loss, goal: minimize}\n"
+        "searcher: {name: asha, max_trials: 6, max_concurrent: 3, max_step: 9, min_step: 1, eta: 3}\n"
+    )
+    sweep_id = int(daemon.gpuq("sweep", str(path)).strip())
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        state = json.loads(daemon.gpuq("sweep", "show", str(sweep_id), "--json"))["state"]
+        if state != "running":
+            break
+        time.sleep(0.5)
+    return sweep_id
 
 
 def login_with_link(daemon, page):
@@ -150,13 +172,14 @@ def test_job_page_draws_metrics_log_and_gpu_history(daemon, new_page):
 
 
 @pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
-def test_every_page_renders_without_errors(daemon, new_page, locale):
+def test_every_page_renders_without_errors(daemon, new_page, locale, sweep):
     w = new_page(locale=locale)
     login_with_link(daemon, w.page)
     suffix = "" if locale == "en-US" else "-zh"
     for route, ready in [
         ("#/gpus", "[data-gpu]"),
-        ("#/sweeps", "main"),
+        ("#/sweeps", f'tr[data-sweep-id="{sweep}"]'),
+        (f"#/sweep/{sweep}", "tr[data-trial] >> nth=5"),
         ("#/cost", "main"),
         ("#/alerts", "main"),
         ("#/queue", "tr[data-job-id]"),
@@ -164,7 +187,9 @@ def test_every_page_renders_without_errors(daemon, new_page, locale):
         w.page.goto(f"{daemon.url}/{route}")
         w.page.wait_for_selector(ready, timeout=15000)
         time.sleep(0.5)
-        w.shot(route.strip("#/") + suffix)
+        w.shot(route.strip("#/").replace("/", "-") + suffix)
+        if route.startswith("#/sweep/"):
+            assert w.page.locator("#sweep-charts canvas").count() >= 3, "best so far and one chart per parameter"
     if locale == "zh-CN":
         assert w.page.locator("html").get_attribute("lang").startswith("zh")
         assert re.search("[\u4e00-\u9fff]", w.page.locator("nav").inner_text())

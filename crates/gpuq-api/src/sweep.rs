@@ -90,6 +90,9 @@ pub struct TrialInfo {
     pub last_step: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_value: Option<MetricValue>,
+    /// When the last value was logged (epoch ms), where the tracking store has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_at: Option<i64>,
     pub attempts: u32,
     pub gpu_hours: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

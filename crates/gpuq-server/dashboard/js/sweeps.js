@@ -139,16 +139,23 @@ export function mountDetail(root, route, app) {
     const done = [...d.trials].sort((a, b) => a.trial - b.trial);
     const ys = done.map((x) => clean(x.last_value));
     const cards = [];
-    // Best so far, in the order trials were started.
+    // Best so far over time (when each trial's value was logged), or in the
+    // order trials were started where the times are not known.
+    const timed = done.filter((x) => clean(x.last_value) != null);
+    const overTime = timed.length > 0 && timed.every((x) => x.last_at != null);
+    const order = overTime ? [...timed].sort((a, b) => a.last_at - b.last_at) : done;
+    const ordered = order.map((x) => clean(x.last_value));
     let best = null;
-    const bestSeries = ys.map((v) => { if (v != null && (best == null || (max ? v > best : v < best))) best = v; return best; });
+    const bestSeries = ordered.map((v) => { if (v != null && (best == null || (max ? v > best : v < best))) best = v; return best; });
     if (ys.some((v) => v != null)) {
-      cards.push([t('sweep.bestSoFar'), {
-        height: 200, xLabel: t('sweep.trial'),
-        series: [{ label: d.metric.name, points: true, color: '#94a3b8' }, { label: t('sweep.best'), color: '#059669', width: 2, spanGaps: true }],
-        data: [done.map((x) => x.trial), ys, bestSeries],
-        axes: { x: { label: t('sweep.trial'), incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] } },
-      }, 'wide']);
+      const series = [{ label: d.metric.name, points: true, color: '#94a3b8' }, { label: t('sweep.best'), color: '#059669', width: 2, spanGaps: true }];
+      cards.push([t('sweep.bestSoFar'), overTime
+        ? { height: 200, time: true, series, data: [order.map((x) => x.last_at / 1000), ordered, bestSeries] }
+        : {
+          height: 200, xLabel: t('sweep.trial'), series,
+          data: [order.map((x) => x.trial), ordered, bestSeries],
+          axes: { x: { label: t('sweep.trial'), incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] } },
+        }, 'wide']);
     }
     // One scatter per parameter against the metric.
     const keys = [...new Set(d.trials.flatMap((x) => Object.keys(x.params)))].sort();

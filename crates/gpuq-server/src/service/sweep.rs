@@ -658,8 +658,8 @@ impl Service {
                 .ok()
                 .flatten()
                 .and_then(|r| r.metrics.get(&file.sweep.metric.name).cloned())
-                .map(|p| (p.step.max(0) as u64, p.value))
-                .or(searched.and_then(|s| s.last));
+                .map(|p| (p.step.max(0) as u64, p.value, Some(p.time)))
+                .or(searched.and_then(|s| s.last.map(|(step, value)| (step, value, None))));
             infos.push(TrialInfo {
                 trial: t.trial,
                 job: t.job_id,
@@ -669,6 +669,7 @@ impl Service {
                 rung_step: t.max_step,
                 last_step: last.map(|l| l.0),
                 last_value: last.map(|l| MetricValue(l.1)),
+                last_at: last.and_then(|l| l.2),
                 attempts: u.map(|u| u.attempts).unwrap_or(0),
                 gpu_hours: (u.map(|u| u.gpu_ms).unwrap_or(0) + live_ms) as f64 / MS_PER_HOUR,
                 cost: priced.then(|| u.map(|u| u.cost_micros).unwrap_or(0) as f64 / 1e6),
