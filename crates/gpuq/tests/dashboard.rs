@@ -530,3 +530,64 @@ fn cookies_tossed_in_from_another_port_do_not_lock_a_user_out() {
     );
     assert_eq!(form.status, 415, "{}", form.text());
 }
+
+#[test]
+fn the_command_prints_the_link_without_a_display_and_keeps_it_out_of_argv_with_one() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Daemon::start("sim:1");
+    // No display: the link on stdout (for a pipe), what to do with it on stderr.
+    let out = d
+        .cmd(&["dashboard"])
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("BROWSER")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.trim().starts_with(&format!("{}/login#code=", d.url)),
+        "{stdout}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2 minutes"));
+    let json: serde_json::Value = serde_json::from_str(&d.ok(&["dashboard", "--json"])).unwrap();
+    assert!(json["url"].as_str().unwrap().contains("#code=") && json["expires_at"].is_i64());
+
+    // A browser is started with a private page that forwards to the link: the
+    // code never appears on a command line (which `ps` shows every user).
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("argv");
+    let browser = dir.path().join("browser");
+    std::fs::write(
+        &browser,
+        format!("#!/bin/sh\necho \"$@\" > {}\n", seen.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = d
+        .cmd(&["dashboard"])
+        .env("BROWSER", &browser)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("#code="));
+    assert!(common::eventually(
+        std::time::Duration::from_secs(5),
+        || seen.exists()
+    ));
+    let argv = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        !argv.contains("code="),
+        "the code is on a command line: {argv}"
+    );
+    let page = std::path::PathBuf::from(argv.trim());
+    let meta = std::fs::metadata(&page).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o077, 0, "the page is private");
+    assert!(std::fs::read_to_string(&page)
+        .unwrap()
+        .contains("/login#code="));
+}

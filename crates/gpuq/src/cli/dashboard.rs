@@ -112,5 +112,27 @@ fn open_in_browser(url: &str) -> std::io::Result<()> {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()?;
+    remove_later(&dir);
     Ok(())
+}
+
+/// The page is useless once its link expires: a detached shell removes it
+/// then (in its own session, so closing the terminal does not stop it).
+fn remove_later(dir: &std::path::Path) {
+    use std::os::unix::process::CommandExt;
+    let mut cleanup = std::process::Command::new("sh");
+    cleanup
+        .args(["-c", "sleep 150; rm -rf -- \"$1\"", "sh"])
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches only the child.
+    unsafe {
+        cleanup.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let _ = cleanup.spawn();
 }
