@@ -115,11 +115,32 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(rejections::MAX_BODY))
         .layer(axum::middleware::from_fn(rejections::json_errors))
         // JSON answers gzip-compressed for clients that ask (the dashboard's
-        // browser; the CLI does not): a page of 100 jobs is ~48 KB raw. The
-        // default predicate leaves event streams, small and already-encoded
-        // answers alone.
-        .layer(tower_http::compression::CompressionLayer::new())
+        // browser; the CLI does not): a page of 100 jobs is ~48 KB raw. Only
+        // JSON: logs, artifacts and event streams go as they are (a client
+        // that reads an artifact's raw bytes, as MLflow's does, must get them).
+        .layer(
+            tower_http::compression::CompressionLayer::new().compress_when(json_worth_compressing),
+        )
         .with_state(ctx)
+}
+
+/// A JSON answer of more than a kilobyte.
+fn json_worth_compressing(
+    _: axum::http::StatusCode,
+    _: axum::http::Version,
+    headers: &axum::http::HeaderMap,
+    _: &axum::http::Extensions,
+) -> bool {
+    let json = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let small = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n < 1024);
+    json && !small
 }
 
 pub fn run(mut opts: ServerOptions) -> Result<()> {

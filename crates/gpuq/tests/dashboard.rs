@@ -397,6 +397,17 @@ fn a_long_log_can_be_read_from_its_tail() {
         tail.header("x-gpuq-log-offset"),
         Some(size.to_string().as_str())
     );
+    // Bytes go as they are, even to a client that takes gzip (only JSON is compressed).
+    let auth = format!("Bearer {token}");
+    let raw = request(
+        &d.url,
+        "GET",
+        &format!("/v1/jobs/{id}/log"),
+        &[("authorization", &auth), ("accept-encoding", "gzip")],
+        b"",
+    );
+    assert_eq!(raw.header("content-encoding"), None);
+    assert_eq!(raw.body.len(), size);
     // A reader already past the tail's start keeps its place.
     let on = raw_http::get(
         &d.url,
