@@ -180,7 +180,7 @@ def test_every_page_renders_without_errors(daemon, new_page, locale, sweep):
         ("#/gpus", "[data-gpu]"),
         ("#/sweeps", f'tr[data-sweep-id="{sweep}"]'),
         (f"#/sweep/{sweep}", "tr[data-trial] >> nth=5"),
-        ("#/cost", "main"),
+        ("#/cost", "#cost-user-days canvas"),
         ("#/alerts", "main"),
         ("#/queue", "tr[data-job-id]"),
     ]:

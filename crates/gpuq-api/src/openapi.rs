@@ -117,7 +117,7 @@ fn cost_paths() -> Value {
         "/v1/cost": { "get": {
             "summary": "Cost grouped by user, project, job or day in a window (default: this month), with the budgets' current state. Money is in micro-dollars (integers); absent cost = no price, not $0",
             "parameters": [
-                { "name": "by", "in": "query", "schema": { "type": "string", "enum": ["user", "project", "job", "day"] } },
+                { "name": "by", "in": "query", "schema": { "type": "string", "enum": ["user", "project", "job", "day", "user,day", "project,day"] }, "description": "user,day and project,day: one row per day and user (project), keyed DAY/NAME" },
                 { "name": "since", "in": "query", "schema": { "type": "string" }, "description": "Epoch ms, a date (2026-11-01, local midnight), a month (2026-11) or a span ago (7d)" },
                 { "name": "until", "in": "query", "schema": { "type": "string" } },
                 { "name": "month", "in": "query", "schema": { "type": "string" }, "description": "A whole month, e.g. 2026-11" }

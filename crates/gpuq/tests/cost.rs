@@ -50,9 +50,19 @@ fn costs_are_exact_and_every_view_agrees() {
             "report and show agree for job {id}"
         );
     }
-    for by in ["user", "job", "day", "project"] {
+    for by in ["user", "job", "day", "project", "user,day", "project,day"] {
         let r = d.json(&["cost", "--by", by, "--json"]);
         assert_eq!(r["total"].as_i64(), Some(total), "--by {by}");
+        assert_eq!(r["by"], by);
+        if by.ends_with(",day") {
+            // One row per day and name, keyed DAY/NAME.
+            for row in r["rows"].as_array().unwrap() {
+                let key = row["key"].as_str().unwrap();
+                let (day, name) = key.split_once('/').unwrap_or_else(|| panic!("{key}"));
+                assert_eq!(day.len(), 10, "{key}");
+                assert!(!name.is_empty(), "{key}");
+            }
+        }
         let sum: i64 = r["rows"]
             .as_array()
             .unwrap()

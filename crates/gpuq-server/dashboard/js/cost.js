@@ -5,6 +5,9 @@ import { get, qs } from './api.js';
 import { chart, destroyAll } from './charts.js';
 import { t } from './i18n.js';
 
+// GPU-hours on an axis: enough digits that small figures stay apart.
+const hourTicks = (v) => num(v, Math.abs(v) < 0.1 ? 3 : Math.abs(v) < 10 ? 2 : 1);
+
 export function mount(root, route, app) {
   const month = /^\d{4}-\d{2}$/.test(route.params.get('month') || '') ? route.params.get('month') : '';
   const charts = [];
@@ -21,13 +24,16 @@ export function mount(root, route, app) {
   const byDay = h('div', { id: 'cost-by-day' });
   const byUser = h('div', { id: 'cost-by-user' });
   const byProject = h('div', { id: 'cost-by-project' });
+  const byUserTime = h('div', { id: 'cost-by-user-time' });
+  const byProjectTime = h('div', { id: 'cost-by-project-time' });
   clear(root,
     h('div', { class: 'page-head' }, h('h1', null, t('nav.cost')),
       h('div', { class: 'toolbar' }, h('label', { class: 'field inline' }, h('span', null, t('cost.month')), picker), thisMonth)),
     summary,
     card(t('cost.budgets'), budgets),
     card(t('cost.byDay'), byDay),
-    h('div', { class: 'two-col' }, card(t('cost.byUser'), byUser), card(t('cost.byProject'), byProject)));
+    h('div', { class: 'two-col' }, card(t('cost.byUser'), byUser), card(t('cost.byProject'), byProject)),
+    h('div', { class: 'two-col' }, card(t('cost.byUserTime'), byUserTime), card(t('cost.byProjectTime'), byProjectTime)));
 
   const span = month ? { month } : {};
 
@@ -99,14 +105,52 @@ export function mount(root, route, app) {
       series: [{ label: priced ? t('col.cost') : t('cost.gpuHours'), color: '#2563eb', fmt: priced ? (v) => '$' + num(v, 2) : (v) => num(v, 2) }],
       data: [rows.map((r) => r.x), rows.map((r) => r.v)],
       yRange: (u, lo, hi) => [0, (hi || 1) * 1.15],
-      axes: { y: { fmt: priced ? (v) => '$' + num(v, v < 10 ? 2 : 0) : (v) => num(v, 1) } },
+      axes: { y: { fmt: priced ? (v) => '$' + num(v, v < 10 ? 2 : 0) : hourTicks } },
+    }));
+  }
+
+  // One line per user (or project) over the window's days: the biggest few
+  // by name, the rest summed as "others".
+  function renderOverTime(rep, box, id) {
+    const priced = rep.rows.some((r) => r.cost != null);
+    const val = (r) => (priced ? (r.cost ?? 0) / 1e6 : r.gpu_hours);
+    const perName = new Map();
+    const days = new Set();
+    for (const r of rep.rows) {
+      const cut = r.key.indexOf('/');
+      if (cut < 0) continue;
+      const day = r.key.slice(0, cut), name = r.key.slice(cut + 1);
+      days.add(day);
+      if (!perName.has(name)) perName.set(name, new Map());
+      perName.get(name).set(day, (perName.get(name).get(day) || 0) + val(r));
+    }
+    if (!perName.size) { clear(box, h('p', { class: 'muted' }, t('cost.nothing'))); return; }
+    const total = (m) => [...m.values()].reduce((a, b) => a + b, 0);
+    const names = [...perName.keys()].sort((a, b) => total(perName.get(b)) - total(perName.get(a)));
+    const shown = names.slice(0, 7);
+    const rest = names.slice(7);
+    const sorted = [...days].sort();
+    const xs = sorted.map((d) => { const [y, m, dd] = d.split('-').map(Number); return new Date(y, m - 1, dd).getTime() / 1000; });
+    const lines = shown.map((n) => sorted.map((d) => perName.get(n).get(d) ?? 0));
+    if (rest.length) lines.push(sorted.map((d) => rest.reduce((a, n) => a + (perName.get(n).get(d) ?? 0), 0)));
+    const labels = shown.map((n) => (n === '-' ? t('cost.none') : n)).concat(rest.length ? [t('cost.others')] : []);
+    const el = h('div', { class: 'chart-box', id });
+    clear(box, el);
+    const fmt = priced ? (v) => '$' + num(v, 2) : (v) => num(v, 2);
+    charts.push(chart(el, {
+      time: true, height: 200, xRange: xs.length > 1 ? [xs[0], xs[xs.length - 1]] : [xs[0] - 43200, xs[0] + 43200],
+      series: labels.map((label) => ({ label, fmt, points: xs.length < 40, line: true, width: 2 })),
+      data: [xs, ...lines],
+      yRange: (u, lo, hi) => [0, (hi || 1) * 1.15],
+      axes: { y: { fmt: priced ? (v) => '$' + num(v, v < 10 ? 2 : 0) : hourTicks } },
     }));
   }
 
   async function load() {
-    let user, project, day;
+    let user, project, day, userDays, projectDays;
     try {
-      [user, project, day] = await Promise.all(['user', 'project', 'day'].map((by) => get('/v1/cost' + qs({ by, ...span }))));
+      [user, project, day, userDays, projectDays] = await Promise.all(
+        ['user', 'project', 'day', 'user,day', 'project,day'].map((by) => get('/v1/cost' + qs({ by, ...span }))));
     } catch (e) {
       if (!destroyed) { clear(summary, h('p', { class: 'error-box' }, e.message)); showError(e); }
       return;
@@ -120,6 +164,8 @@ export function mount(root, route, app) {
     ], 'facts-grid')));
     renderBudgets(user.budgets || []);
     renderDay(day);
+    renderOverTime(userDays, byUserTime, 'cost-user-days');
+    renderOverTime(projectDays, byProjectTime, 'cost-project-days');
     clear(byUser, groupTable(user, 'cost-users'));
     clear(byProject, groupTable(project, 'cost-projects'));
   }

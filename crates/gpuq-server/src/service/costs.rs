@@ -20,6 +20,24 @@ pub enum GroupBy {
     Project,
     Job,
     Day,
+    /// Each user's cost per day (keys `DAY/USER`): spending over time.
+    UserDay,
+    /// Each project's cost per day (keys `DAY/PROJECT`).
+    ProjectDay,
+}
+
+impl GroupBy {
+    /// The name `by` takes (and a report gives back).
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::User => "user",
+            GroupBy::Project => "project",
+            GroupBy::Job => "job",
+            GroupBy::Day => "day",
+            GroupBy::UserDay => "user,day",
+            GroupBy::ProjectDay => "project,day",
+        }
+    }
 }
 
 impl std::str::FromStr for GroupBy {
@@ -30,8 +48,10 @@ impl std::str::FromStr for GroupBy {
             "project" => Ok(GroupBy::Project),
             "job" => Ok(GroupBy::Job),
             "day" => Ok(GroupBy::Day),
+            "user,day" | "day,user" => Ok(GroupBy::UserDay),
+            "project,day" | "day,project" => Ok(GroupBy::ProjectDay),
             _ => Err(format!(
-                "by: {s:?} is not a grouping; use user, project, job or day"
+                "by: {s:?} is not a grouping; use user, project, job, day, user,day or project,day"
             )),
         }
     }
@@ -109,12 +129,19 @@ impl Service {
                     until,
                 ),
                 GroupBy::Job => add(r.job.to_string(), r, since, until),
-                GroupBy::Day => {
+                GroupBy::Day | GroupBy::UserDay | GroupBy::ProjectDay => {
                     let end = r.ended_at.unwrap_or(now).min(until);
                     let days = p.day_starts(r.started_at.max(since), end);
                     for (i, (day, start)) in days.iter().enumerate() {
                         let next = days.get(i + 1).map_or(end, |d| d.1);
-                        add(day.to_string(), r, (*start).max(since), next.min(until));
+                        let key = match by {
+                            GroupBy::UserDay => format!("{day}/{}", r.user),
+                            GroupBy::ProjectDay => {
+                                format!("{day}/{}", r.project.as_deref().unwrap_or("-"))
+                            }
+                            _ => day.to_string(),
+                        };
+                        add(key, r, (*start).max(since), next.min(until));
                     }
                 }
             }
@@ -126,7 +153,7 @@ impl Service {
         }
         let priced: Vec<Micros> = rows.iter().filter_map(|r| r.cost).collect();
         Ok(CostReport {
-            by: format!("{by:?}").to_lowercase(),
+            by: by.name().to_string(),
             since,
             until,
             timezone: p.tz_name(),

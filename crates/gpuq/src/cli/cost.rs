@@ -7,7 +7,7 @@ use gpuq_api::{BudgetStatus, Client, CostReport};
 
 #[derive(clap::Args, Debug)]
 pub struct CostArgs {
-    /// Group by user, project, job or day.
+    /// Group by user, project, job or day; user,day or project,day for each one's days.
     #[arg(long, default_value = "user")]
     by: String,
     /// From: a date (2026-11-01), a month (2026-11) or a span ago (7d) [default: this month].
