@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod cost;
 pub mod cron;
 pub mod duration;
+pub mod idle;
 pub mod job;
 pub mod limits;
 pub mod memsize;
