@@ -144,6 +144,13 @@ class Watched:
         self.errors = []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append("console: " + m.text))
         self.page.on("pageerror", lambda e: self.errors.append("page error: " + str(e)))
+        # Works offline: nothing is fetched from anywhere but the daemon.
+        self.page.on("request", self._local_only)
+
+    def _local_only(self, request):
+        url = request.url
+        if not (url.startswith("http://127.0.0.1:") or url.startswith("data:") or url == "about:blank"):
+            self.errors.append("request to another origin: " + url)
 
     def shot(self, name):
         os.makedirs(SHOTS, exist_ok=True)
