@@ -63,9 +63,16 @@ pub async fn run(client: &Client, args: DashboardArgs) -> CmdResult {
         }
     }
     outln!("{}", link.url);
+    let port = link
+        .url
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|host| host.rsplit(':').next())
+        .unwrap_or("PORT");
     errln!(
         "open it in a browser within 2 minutes (it works once, and logs you in as {}); \
-         from another machine: ssh -L PORT:127.0.0.1:PORT this-host, then open it there",
+         from another machine: ssh -L {port}:127.0.0.1:{port} this-host, then open it there",
         link.user
     );
     Ok(0)
