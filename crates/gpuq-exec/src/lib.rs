@@ -8,6 +8,7 @@ pub mod backend;
 pub mod layout;
 pub mod local;
 mod local_backend;
+pub mod pty;
 pub mod safe_fs;
 pub mod slurm;
 pub mod slurm_cluster;
