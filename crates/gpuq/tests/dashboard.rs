@@ -273,6 +273,9 @@ fn a_token_login_is_that_users_and_dies_with_the_token() {
         "revoking the token ends its sessions"
     );
     assert_eq!(bob.get(&d, "/v1/jobs").status, 401);
+    // Jobs outlive the test's daemon: end them.
+    d.ok(&["cancel", &secret_job.to_string()]);
+    d.wait(secret_job);
 }
 
 #[test]
@@ -378,6 +381,15 @@ fn the_queue_pages_on_the_server_and_assets_are_compressed() {
     let history = raw_http::get(&d.url, &token, "/v1/gpus/history?max_points=1");
     assert_eq!(history.status, 400);
     assert!(history.text().contains("max_points"));
+    // The queued ones first, so that no cancel frees a GPU for the next; then
+    // wait: jobs outlive the test's daemon.
+    let all: Vec<String> = ids.iter().rev().map(u64::to_string).collect();
+    let mut cancel = vec!["cancel"];
+    cancel.extend(all.iter().map(String::as_str));
+    d.ok(&cancel);
+    for id in &ids {
+        d.wait(*id);
+    }
 }
 
 #[test]
@@ -460,6 +472,8 @@ fn job_tokens_and_sessions_mint_nothing_that_outlives_them() {
     );
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(owner.post(&d, "/v1/login-links").status, 403);
+    d.ok(&["cancel", &job.to_string()]);
+    d.wait(job);
 }
 
 #[test]
