@@ -57,8 +57,15 @@ class Daemon:
         if body is not None:
             data = json.dumps(body)
             headers["Content-Type"] = "application/json"
-        self.conn.request(method, path, body=data, headers=headers)
-        resp = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The daemon closes a keep-alive connection left idle: open another, once.
+            self.conn.close()
+            self.conn.connect()
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
         raw = resp.read()
         if resp.status >= 300:
             raise RuntimeError(f"{method} {path}: {resp.status} {raw[:200]!r}")

@@ -15,64 +15,19 @@ A release daemon (target/release/gpuq, or $GPUQ_BIN) on 8 simulated GPUs gets
 Needs Playwright for Python (the test venv has it: bash scripts/test --install-only).
 """
 import argparse
-import http.client
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GPUQ = os.environ.get("GPUQ_BIN") or os.path.join(ROOT, "target", "release", "gpuq")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench import GPUQ, Daemon  # noqa: E402  (the daemon in a temporary home, with its API)
+
 CHROMIUM = os.environ.get("GPUQ_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-quic"]
-
-
-def start_daemon():
-    home = tempfile.mkdtemp(prefix="gpuq-bench-dash-")
-    if os.geteuid() == 0:
-        with open(os.path.join(home, "gpuq.toml"), "w") as f:
-            f.write("allow_root_jobs = true\n")
-    env = dict(os.environ, GPUQ_HOME=home, GPUQ_LOG="warn")
-    proc = subprocess.Popen([GPUQ, "server", "--listen", "127.0.0.1:0", "--gpus", "sim:8"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    path = os.path.join(home, "daemon.json")
-    while not os.path.exists(path):
-        time.sleep(0.02)
-    time.sleep(0.2)
-    url = json.load(open(path))["url"]
-    token = open(os.path.join(home, "token")).read().strip()
-    return home, proc, url, token, dict(env, GPUQ_URL=url, GPUQ_NO_AUTOSTART="1")
-
-
-class Api:
-    def __init__(self, url, token):
-        host, port = url.removeprefix("http://").split(":")
-        self.conn = http.client.HTTPConnection(host, int(port))
-        self.token = token
-
-    def call(self, method, path, body=None):
-        headers = {"Authorization": "Bearer " + self.token, "Accept-Encoding": "identity"}
-        data = None
-        if body is not None:
-            data = json.dumps(body)
-            headers["Content-Type"] = "application/json"
-        try:
-            self.conn.request(method, path, body=data, headers=headers)
-            r = self.conn.getresponse()
-        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
-            # The daemon closes a keep-alive connection left idle (the browser part): open another.
-            self.conn.close()
-            self.conn.connect()
-            self.conn.request(method, path, body=data, headers=headers)
-            r = self.conn.getresponse()
-        raw = r.read()
-        if r.status >= 300:
-            raise RuntimeError(f"{method} {path}: {r.status} {raw[:300]!r}")
-        return raw
 
 
 def timed(f, runs):
@@ -89,8 +44,8 @@ def main():
     p.add_argument("--jobs", type=int, default=10000)
     p.add_argument("--runs", type=int, default=7)
     a = p.parse_args()
-    home, proc, url, token, env = start_daemon()
-    api = Api(url, token)
+    api = Daemon(gpus="sim:8")
+    url, env = api.url, api.env
     try:
         t0 = time.time()
         for i in range(a.jobs):
@@ -193,15 +148,16 @@ def main():
         print(f"| first load on the wire (gzip) vs the files | {first_load['encoded'] / 1024:.1f} KiB | "
               f"{first_load['decoded'] / 1024:.1f} KiB | {first_load['decoded'] / max(first_load['encoded'], 1):.1f}x |")
     finally:
+        # Nothing new may start while the running jobs are cancelled, and they
+        # must end before the daemon does (jobs outlive it).
         try:
-            live = json.loads(api.call("GET", "/v1/jobs?state=running"))
-            for j in live:
+            api.call("POST", "/v1/queue/drain", {})
+            for j in json.loads(api.call("GET", "/v1/jobs?state=running")):
                 api.call("POST", f"/v1/jobs/{j['id']}/cancel", {})
-            time.sleep(1)
+                api.wait(j["id"])
         except Exception as e:
             print("cleanup:", e, file=sys.stderr)
-        proc.terminate()
-        proc.wait(timeout=20)
+        api.close()
 
 
 if __name__ == "__main__":
