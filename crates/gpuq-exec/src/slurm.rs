@@ -568,8 +568,8 @@ mod tests {
         let dir = JobDir::new(home.path(), 1);
         std::fs::create_dir_all(dir.root()).unwrap();
         let job =
-            "sh -c 'trap \"echo worker-TERM; exit 0\" TERM; while true; do sleep 0.05; done' & \
-                   trap 'echo main-TERM' TERM; echo up; while true; do sleep 0.05; done";
+            "sh -c 'trap \"echo worker-TERM; exit 0\" TERM; echo worker-up; while true; do sleep 0.05; done' & \
+                   trap 'echo main-TERM' TERM; echo main-up; while true; do sleep 0.05; done";
         let argv = vec!["sh".to_string(), "-c".into(), job.into()];
         let script = b.script(&SlurmSubmit {
             job: 1,
@@ -620,7 +620,10 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         };
-        wait_for("up");
+        // Both traps must be set before the signal: under load the worker's shell
+        // can start after the main one has said "up".
+        wait_for("worker-up");
+        wait_for("main-up");
         let pid = shell.0.id() as i32;
         // SAFETY: signals to the shell this test started.
         unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -642,7 +645,7 @@ mod tests {
         lines.sort_unstable();
         assert_eq!(
             lines,
-            ["main-TERM", "up", "worker-TERM"],
+            ["main-TERM", "main-up", "worker-TERM", "worker-up"],
             "the job's own lines, nothing of the shell's: {text}"
         );
     }
