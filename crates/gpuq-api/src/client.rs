@@ -93,10 +93,15 @@ impl Client {
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
-        let status = resp.status();
-        if status.is_success() {
+        if resp.status().is_success() {
             return Ok(resp);
         }
+        Err(self.refusal(resp).await)
+    }
+
+    /// The daemon's refusal, from its error body.
+    async fn refusal(&self, resp: reqwest::Response) -> ApiError {
+        let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
         let (message, field) = match serde_json::from_str::<ErrorBody>(&text) {
             Ok(b) => (b.error, b.field),
@@ -107,11 +112,11 @@ impl Client {
             ),
             Err(_) => (format!("HTTP {status}: {text}"), None),
         };
-        Err(ApiError::Refused {
+        ApiError::Refused {
             status: status.as_u16(),
             message,
             field,
-        })
+        }
     }
 
     async fn json<T: serde::de::DeserializeOwned>(
@@ -249,6 +254,37 @@ impl Client {
     /// `POST /v1/login-links`: a single-use dashboard login link for the caller.
     pub async fn login_link(&self) -> Result<crate::web::LoginLink, ApiError> {
         self.json(self.http.post(self.url("/v1/login-links"))).await
+    }
+
+    /// `GET /v1/sessions/{id}`: an interactive session's status.
+    pub async fn session(&self, id: u64) -> Result<crate::sessions::SessionStatus, ApiError> {
+        self.json(self.http.get(self.url(&format!("/v1/sessions/{id}"))))
+            .await
+    }
+
+    /// `GET /v1/sessions`: the running sessions.
+    pub async fn sessions(&self) -> Result<Vec<crate::sessions::SessionStatus>, ApiError> {
+        self.json(self.http.get(self.url("/v1/sessions"))).await
+    }
+
+    /// `GET /v1/jobs/{id}/attach`, upgraded: a shell's terminal stream (frames
+    /// of `gpuq_exec::terminal` up, the terminal's output down).
+    pub async fn attach(&self, id: u64) -> Result<reqwest::Upgraded, ApiError> {
+        let resp = self
+            .http
+            .get(self.url(&format!("/v1/jobs/{id}/attach")))
+            .header(reqwest::header::CONNECTION, "upgrade")
+            .header(reqwest::header::UPGRADE, crate::sessions::TERMINAL_PROTOCOL)
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+            return Err(self.refusal(resp).await);
+        }
+        resp.upgrade()
+            .await
+            .map_err(|e| ApiError::Protocol(format!("the terminal stream did not open: {e}")))
     }
 
     /// `POST /v1/dashboard-sessions/end`.

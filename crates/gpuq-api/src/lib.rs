@@ -7,12 +7,15 @@ mod client;
 pub mod home;
 pub mod openapi;
 pub mod repro;
+pub mod sessions;
 pub mod spec_file;
 pub mod sweep;
 pub mod tracking;
 pub mod web;
 
 pub use client::{ApiError, Client, LogChunk};
+/// A shell's terminal stream (`Client::attach`).
+pub use reqwest::Upgraded as TerminalStream;
 
 pub use gpuq_core::advice::{Advice, AdviceOption};
 use gpuq_core::alerts::Alert;

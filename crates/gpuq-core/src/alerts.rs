@@ -22,6 +22,8 @@ pub enum AlertKind {
     Budget,
     /// The node is idle: autostop's warning, and its action.
     NodeIdle,
+    /// An interactive session is idle: the warning before its idle stop, and the stop.
+    SessionIdle,
 }
 
 impl AlertKind {
@@ -36,10 +38,11 @@ impl AlertKind {
             AlertKind::JobOom => "job_oom",
             AlertKind::Budget => "budget",
             AlertKind::NodeIdle => "node_idle",
+            AlertKind::SessionIdle => "session_idle",
         }
     }
 
-    pub const ALL: [AlertKind; 9] = [
+    pub const ALL: [AlertKind; 10] = [
         AlertKind::JobIdle,
         AlertKind::GpuMemoryHigh,
         AlertKind::GpuTemperatureHigh,
@@ -49,6 +52,7 @@ impl AlertKind {
         AlertKind::JobOom,
         AlertKind::Budget,
         AlertKind::NodeIdle,
+        AlertKind::SessionIdle,
     ];
 
     pub fn parse(s: &str) -> Option<Self> {

@@ -18,6 +18,7 @@ pub mod job;
 pub mod limits;
 pub mod memsize;
 pub mod scheduler;
+pub mod session;
 pub mod signal;
 pub mod spec;
 pub mod spot;

@@ -134,6 +134,10 @@ pub struct JobSpec {
     /// job per index, each with `GPUQ_ARRAY_INDEX` set, under one id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<crate::array::ArraySpec>,
+    /// An interactive session (`gpuq notebook`, `gpuq shell`): JupyterLab served
+    /// through the daemon, or a shell on a terminal, stopped when idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<crate::session::SessionSpec>,
 }
 
 /// MLflow's limits on a param: its key and its value as text.
@@ -310,6 +314,9 @@ impl JobSpec {
                     format!("{sig} would come before the job starts: its lead must be shorter than the time limit {limit}"),
                 ));
             }
+        }
+        if let Some(session) = &self.session {
+            session.validate(self)?;
         }
         if self.after.len() > limits::MAX_AFTER {
             return Err(SpecError::new(

@@ -20,6 +20,9 @@ pub struct BackendInfo {
     /// (run time, price, time limit) starts with [`AttemptEvent::Started`], not
     /// at the launch.
     pub queues_launches: bool,
+    /// Interactive sessions (notebooks, shells) can run here: the daemon reaches
+    /// a job's sockets in its job directory (a job on another node it cannot).
+    pub interactive: bool,
     /// One line for the log and `gpuq gpus`: what runs jobs and where.
     pub summary: String,
 }

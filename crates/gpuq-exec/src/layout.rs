@@ -37,6 +37,16 @@ impl JobDir {
     pub fn lock_file(&self, attempt: u32) -> PathBuf {
         self.root.join(format!("attempt-{attempt}.lock"))
     }
+    /// Where the supervisor of an attempt on a terminal (`gpuq shell`) listens
+    /// for the daemon (mode 0600, in the daemon's own directory).
+    pub fn terminal_socket(&self, attempt: u32) -> PathBuf {
+        self.root.join(format!("attempt-{attempt}.tty"))
+    }
+    /// A notebook's private directory: JupyterLab's socket lives here, in a
+    /// directory only the job's user can enter.
+    pub fn session_dir(&self) -> PathBuf {
+        self.root.join("session")
+    }
     /// The last `max` bytes of an attempt's log, for classifying failures.
     pub fn log_tail(&self, attempt: u32, max: u64) -> String {
         use std::io::{Read, Seek, SeekFrom};

@@ -13,6 +13,7 @@ pub mod safe_fs;
 pub mod slurm;
 pub mod slurm_cluster;
 pub mod supervisor;
+pub mod terminal;
 
 pub use backend::{
     AttemptEvent, Backend, BackendInfo, EventSink, Launch, OutsideEnd, Reattached, Recorded,

@@ -50,6 +50,9 @@ pub struct LaunchRequest<'a> {
     /// A group that may read the job's checkpoints and outputs (its project's);
     /// `None`: only the job's user may.
     pub share_gid: Option<u32>,
+    /// What kind of interactive session the job is, if it is one: a shell runs
+    /// on a terminal; a notebook gets a private directory for its socket.
+    pub session: Option<gpuq_core::session::SessionKind>,
 }
 
 impl LocalExecutor {
@@ -126,6 +129,18 @@ impl LocalExecutor {
             std::fs::create_dir_all(&d).map_err(io_err(&d))?;
             std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))
                 .map_err(io_err(&d))?;
+        }
+        if req.session == Some(gpuq_core::session::SessionKind::Notebook) {
+            // JupyterLab's socket: in a directory of the job's user alone, which
+            // the daemon never follows a link in (see the proxy).
+            let d = dir.session_dir();
+            std::fs::create_dir_all(&d).map_err(io_err(&d))?;
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700))
+                .map_err(io_err(&d))?;
+            if let Some(account) = req.run_as {
+                std::os::unix::fs::lchown(&d, Some(account.uid), Some(account.gid))
+                    .map_err(io_err(&d))?;
+            }
         }
         let gid = req.share_gid.or(req.run_as.map(|a| a.gid));
         if let Some(account) = req.run_as {
@@ -214,6 +229,9 @@ impl LocalExecutor {
             cmd.arg("--groups").arg(groups.join(","));
         }
         cmd.arg("--env-from-stdin");
+        if req.session == Some(gpuq_core::session::SessionKind::Shell) {
+            cmd.arg("--terminal");
+        }
         // The supervisor enters the job's directory itself, with the job's rights:
         // root never enters a directory on a user's behalf.
         cmd.arg("--cwd").arg(req.cwd);

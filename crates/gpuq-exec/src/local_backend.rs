@@ -26,6 +26,7 @@ impl LocalBackend {
                 name: "this machine".into(),
                 nodes: vec![node],
                 queues_launches: false,
+                interactive: true,
                 summary,
             },
             events: OnceLock::new(),
@@ -78,6 +79,7 @@ impl Backend for LocalBackend {
             env: &launch.env,
             run_as: launch.run_as.as_ref(),
             share_gid: launch.share_gid,
+            session: launch.spec.session.as_ref().map(|s| s.kind),
         };
         let mut cmd = self.executor.prepare(&req).map_err(|e| e.to_string())?;
         let mut child = cmd.spawn().map_err(|e| e.to_string())?;

@@ -2,7 +2,7 @@
 //! runs on a terminal gets its own session with the terminal's slave side as
 //! its controlling terminal and stdio; whoever holds the master side types
 //! into it (Ctrl-C and Ctrl-D are the line discipline's, as in any terminal)
-//! and reads what it prints. Not yet used by the supervisor.
+//! and reads what it prints. The supervisor serves it ([`crate::terminal`]).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};

@@ -100,6 +100,7 @@ impl SlurmCluster {
                 name: "Slurm".into(),
                 nodes,
                 queues_launches: true,
+                interactive: false,
                 summary,
             },
             poll_every,
@@ -251,6 +252,7 @@ impl Shared {
             env: &launch.env,
             run_as: launch.run_as.as_ref(),
             share_gid: launch.share_gid,
+            session: None,
         };
         self.contract
             .prepare_files(&req)

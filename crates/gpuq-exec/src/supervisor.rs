@@ -14,6 +14,7 @@ macro_rules! say {
 use crate::layout::{exit_record_name, pgid_file_name, JobDir};
 use crate::safe_fs::Dir;
 use serde::{Deserialize, Serialize};
+use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 
@@ -148,6 +149,9 @@ pub struct Supervision<'a> {
     /// Entered by the job after it dropped to `credentials`, so a directory the
     /// job's user may not enter is never entered on its behalf.
     pub cwd: Option<&'a std::path::Path>,
+    /// Run the job on a pseudo-terminal served on the attempt's terminal socket
+    /// (`gpuq shell`), instead of with no input.
+    pub terminal: bool,
 }
 
 pub fn supervise(s: Supervision<'_>) -> i32 {
@@ -169,9 +173,31 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
         }
     };
     let mut cmd = Command::new(program);
-    // Its own process group (pgid = its pid), so the stop protocol can signal the
-    // job and everything it started at once.
-    cmd.args(args).stdin(Stdio::null()).process_group(0);
+    cmd.args(args);
+    let mut terminal = None;
+    if s.terminal {
+        // The job leads a session of its own on the terminal: its process group is
+        // its pid too, as the stop protocol expects.
+        let socket = s.dir.terminal_socket(attempt);
+        let opened = crate::terminal::open(&socket, s.credentials.as_ref().map(|c| c.uid))
+            .and_then(|(pty, listener)| {
+                crate::pty::attach(&mut cmd, &pty.slave)?;
+                let log = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+                crate::terminal::Terminal::serve(pty.master, listener, log)
+            });
+        match opened {
+            Ok(t) => terminal = Some(t),
+            Err(e) => {
+                let why = format!("cannot open the job's terminal: {e}");
+                say!("gpuq: {why}");
+                return finish(&dir, attempt, ExitRecord::spawn_failed(why, now_ms()));
+            }
+        }
+    } else {
+        // Its own process group (pgid = its pid), so the stop protocol can signal the
+        // job and everything it started at once.
+        cmd.stdin(Stdio::null()).process_group(0);
+    }
     if s.env_from_stdin {
         match read_environment() {
             Ok(env) => {
@@ -227,6 +253,12 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             }
         }
         Ok(mut child) => {
+            // The terminal's job side lives on only in the job: its end is the
+            // master's end of output.
+            drop(cmd);
+            if let Some(t) = &terminal {
+                t.started(child.id() as i32);
+            }
             // The job is its own process group leader: pgid == pid.
             if let Err(e) =
                 dir.write_atomically(&pgid_file_name(attempt), child.id().to_string().as_bytes())
@@ -248,6 +280,12 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             let pgid = child.id() as i32;
             // SAFETY: plain syscall on the job's own process group (pgid > 1, it was our child).
             unsafe { libc::killpg(pgid, libc::SIGKILL) };
+            if let Some(t) = terminal.take() {
+                // A shell's commands run in process groups of their own, in its session.
+                crate::terminal::end_session(pgid);
+                t.finish();
+                let _ = std::fs::remove_file(s.dir.terminal_socket(attempt));
+            }
             let _ = dir.remove(&pgid_file_name(attempt));
             ExitRecord {
                 exit_code: status.and_then(|s| s.code()),

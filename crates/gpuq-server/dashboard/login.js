@@ -11,6 +11,10 @@
   var USER_KEY = 'gpuq.user';
   // A page asked for before logging in (/#/job/7 → /login#/job/7) opens after it.
   var next = /^#\/[^#]*$/.test(location.hash || '') ? location.hash : '';
+  // A notebook (`gpuq notebook`'s link, or the notebook's own address before
+  // logging in) opens after it: only a path of this origin's /sessions/.
+  var session = /(?:^#|&)next=(\/sessions\/\d+\/[A-Za-z0-9_\-.\/]*)/.exec(location.hash || '');
+  var after = session ? session[1] : '/' + next;
   var S = {
     en: {
       title: 'Log in', token: 'API token', submit: 'Log in', working: 'Logging in…',
@@ -84,7 +88,7 @@
             if (s && s.csrf) localStorage.setItem(CSRF_KEY, s.csrf);
             if (s && s.user) localStorage.setItem(USER_KEY, s.user);
           } catch (e) { /* storage off: the app's requests will be refused */ }
-          location.replace('/' + next);
+          location.replace(after);
         });
       }
       return res.json().catch(function () { return {}; }).then(function (j) {

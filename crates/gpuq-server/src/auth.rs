@@ -31,13 +31,7 @@ pub async fn authenticate(
     if req.extensions().get::<Caller>().is_some() {
         return Ok(next.run(req).await);
     }
-    let presented = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("")
-        .to_string();
+    let presented = bearer(req.headers()).to_string();
     if presented.is_empty() {
         if let Some(caller) = crate::web::browser_caller(&ctx, req.headers())? {
             req.extensions_mut().insert(caller);
@@ -45,21 +39,7 @@ pub async fn authenticate(
             return Ok(next.run(req).await);
         }
     }
-    let found = if constant_time_eq(presented.as_bytes(), ctx.token.as_bytes()) {
-        Some((ctx.identity.owner_caller(), Credential::DaemonToken))
-    } else if presented.is_empty() {
-        None
-    } else if presented.starts_with("gpuqjob_") {
-        ctx.service
-            .job_token_caller(&presented)
-            .map(|c| (c, Credential::JobToken))
-    } else {
-        let hash = hash_token(&presented);
-        ctx.service
-            .token_user(&hash)?
-            .filter(|(_, _, stored)| constant_time_eq(stored, &hash))
-            .map(|(id, user, _)| (ctx.identity.caller(user), Credential::UserToken(id)))
-    };
+    let found = token_caller(&ctx, &presented)?;
     let caller = found.map(|(caller, credential)| {
         req.extensions_mut().insert(credential);
         caller
@@ -80,4 +60,37 @@ pub async fn authenticate(
     };
     req.extensions_mut().insert(caller);
     Ok(next.run(req).await)
+}
+
+/// Who a presented bearer token is: the daemon's own, a job's or a user's.
+pub fn token_caller(
+    ctx: &AppState,
+    presented: &str,
+) -> Result<Option<(Caller, Credential)>, ApiError> {
+    Ok(
+        if constant_time_eq(presented.as_bytes(), ctx.token.as_bytes()) {
+            Some((ctx.identity.owner_caller(), Credential::DaemonToken))
+        } else if presented.is_empty() {
+            None
+        } else if presented.starts_with("gpuqjob_") {
+            ctx.service
+                .job_token_caller(presented)
+                .map(|c| (c, Credential::JobToken))
+        } else {
+            let hash = hash_token(presented);
+            ctx.service
+                .token_user(&hash)?
+                .filter(|(_, _, stored)| constant_time_eq(stored, &hash))
+                .map(|(id, user, _)| (ctx.identity.caller(user), Credential::UserToken(id)))
+        },
+    )
+}
+
+/// The bearer token of a request ("" without one).
+pub fn bearer(headers: &axum::http::HeaderMap) -> &str {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("")
 }

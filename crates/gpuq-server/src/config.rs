@@ -60,6 +60,9 @@
 //! commands = ["shutdown -h now", "/usr/local/bin/stop-vm"]  # what `gpuq autostop --command` may choose
 //! dry_run = false
 //!
+//! [sessions]
+//! idle_util_percent = 5          # a notebook's or shell's GPU at or above this is in use
+//!
 //! backend = "slurm"             # top level: run jobs through Slurm (default: local)
 //! [slurm]
 //! partition = "gpu"             # sbatch defaults
@@ -120,6 +123,29 @@ pub struct Config {
     pub backend: BackendKind,
     #[serde(default)]
     pub slurm: SlurmConfig,
+    #[serde(default)]
+    pub sessions: SessionsConfig,
+}
+
+/// `[sessions]`: interactive sessions (`gpuq notebook`, `gpuq shell`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// A session's GPU at or above this utilisation is in use (not idle).
+    #[serde(default = "default_session_util")]
+    pub idle_util_percent: f64,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self {
+            idle_util_percent: default_session_util(),
+        }
+    }
+}
+
+fn default_session_util() -> f64 {
+    5.0
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -441,6 +467,12 @@ impl Config {
                     "alerts.{key}: {value} is not a percentage (0 to 100)"
                 ));
             }
+        }
+        let u = config.sessions.idle_util_percent;
+        if !(0.0..=100.0).contains(&u) {
+            return Err(format!(
+                "sessions.idle_util_percent: {u} is not a percentage (0 to 100)"
+            ));
         }
         for (i, b) in config.budgets.iter().enumerate() {
             if b.user.is_some() == b.project.is_some() {

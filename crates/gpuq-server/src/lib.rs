@@ -16,6 +16,7 @@ mod repro_routes;
 mod routes;
 mod sampler;
 pub mod service;
+mod sessions;
 mod sweep_routes;
 mod tracking_routes;
 mod web;
@@ -94,6 +95,9 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/sweeps/:id", get(sweep_routes::show))
         .route("/v1/sweeps/:id/cancel", post(sweep_routes::cancel))
         .route("/v1/jobs/:id/rung", post(sweep_routes::rung))
+        .route("/v1/jobs/:id/attach", get(sessions::attach::attach))
+        .route("/v1/sessions", get(sessions::list))
+        .route("/v1/sessions/:id", get(sessions::show))
         .route("/v1/events", get(feed::events))
         .route("/v1/login-links", post(web::session::create_link))
         .route(
@@ -121,6 +125,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .layer(
             tower_http::compression::CompressionLayer::new().compress_when(json_worth_compressing),
         )
+        .merge(sessions::proxy_router())
         .with_state(ctx)
 }
 
@@ -339,6 +344,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     service.recover()?;
     tokio::spawn(service.clone().scheduler_loop());
     tokio::spawn(service.clone().housekeeping_loop());
+    tokio::spawn(service.clone().watch_sessions());
     sampler::spawn(
         service.clone(),
         gpu_source,
@@ -519,8 +525,10 @@ async fn serve_socket(
         tokio::spawn(async move {
             let _slot = slot;
             let io = hyper_util::rt::TokioIo::new(stream);
+            // Upgrades: a shell's terminal and a notebook's WebSockets.
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(io, service)
+                .with_upgrades()
                 .await;
         });
     }

@@ -44,6 +44,10 @@ impl ApiError {
         }
     }
 
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
     pub fn new(status: StatusCode, error: impl Into<String>) -> Self {
         Self {
             status,

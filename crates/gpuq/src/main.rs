@@ -19,6 +19,7 @@ fn supervise_main(args: &[String]) -> i32 {
     let mut job_dir = None;
     let mut attempt = None;
     let mut env_from_stdin = false;
+    let mut terminal = false;
     let mut cwd = None;
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut rest = args;
@@ -29,6 +30,11 @@ fn supervise_main(args: &[String]) -> i32 {
             "--cwd" => cwd = tail.first().map(std::path::PathBuf::from),
             "--env-from-stdin" => {
                 env_from_stdin = true;
+                rest = tail;
+                continue;
+            }
+            "--terminal" => {
+                terminal = true;
                 rest = tail;
                 continue;
             }
@@ -69,5 +75,6 @@ fn supervise_main(args: &[String]) -> i32 {
         env_from_stdin,
         credentials,
         cwd: cwd.as_deref(),
+        terminal,
     })
 }

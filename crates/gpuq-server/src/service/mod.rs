@@ -17,6 +17,7 @@ mod placeable;
 mod recovery;
 mod repro;
 mod scheduling;
+pub mod sessions;
 mod stop;
 mod sweep;
 mod tracking;
@@ -191,6 +192,8 @@ pub struct Service {
     metrics_reader: Mutex<()>,
     /// Held while a sweep takes a step: one searcher step at a time.
     sweep_lock: Mutex<()>,
+    /// Running interactive sessions: readiness, clients, idle clocks.
+    sessions: Mutex<HashMap<JobId, sessions::Watched>>,
 }
 
 /// What the service needs besides its core parts.
@@ -277,6 +280,7 @@ impl Service {
             link: extras.link,
             metrics_reader: Mutex::new(()),
             sweep_lock: Mutex::new(()),
+            sessions: Mutex::new(HashMap::new()),
             identity,
             config,
             inner: Mutex::new(inner),
@@ -335,6 +339,17 @@ impl Service {
         spec.validate()?;
         self.check_placeable(&spec)?;
         self.check_array(&spec)?;
+        if spec.session.is_some() && !self.backend.info().interactive {
+            return Err(SpecError::new(
+                "session",
+                format!(
+                    "interactive sessions run on the daemon's own node, and this daemon runs its jobs through {}: \
+                     use its own interactive jobs (`srun --pty bash`), or a gpuq daemon on the GPU node",
+                    self.backend.info().name
+                ),
+            )
+            .into());
+        }
         let adding = arrays::jobs_in(&spec);
         let mut env = req.env;
         env.extend(spec.env.clone());

@@ -89,6 +89,11 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
                 format!("requeued by {by}; {ended}"),
                 "requeued",
             ),
+            StopCause::Idle { why } => keep(
+                JobState::Cancelled,
+                format!("stopped idle: {why}; {ended}"),
+                "cancelled",
+            ),
         };
     }
     if exit_code == Some(0) && signal.is_none() {

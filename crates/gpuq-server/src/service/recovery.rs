@@ -226,6 +226,11 @@ impl Service {
                 format!("cancelled by {by}; {cause}"),
                 "cancelled",
             ),
+            Some(StopCause::Idle { why }) => (
+                JobState::Cancelled,
+                format!("stopped idle: {why}; {cause}"),
+                "cancelled",
+            ),
             _ => (JobState::Queued, format!("requeued: {cause}"), "requeued"),
         };
         let end = AttemptEnd {

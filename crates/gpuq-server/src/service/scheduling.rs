@@ -252,8 +252,10 @@ impl Service {
     ) {
         let launched = info.and_then(|info| {
             let mut env = info.env;
+            let mut argv = info.argv;
             self.add_tracking_env(id, &info.spec, &mut env);
             self.add_sweep_env(id, &mut env);
+            self.add_session_launch(id, &info.spec, &mut argv, &mut env);
             let spec = Arc::new(info.spec);
             let launch = Launch {
                 job: id,
@@ -261,7 +263,7 @@ impl Service {
                 placement,
                 run_as: self.run_as(user)?,
                 share_gid: self.share_gid(&spec)?,
-                argv: info.argv,
+                argv,
                 cwd: info.cwd,
                 env,
                 spec: Arc::clone(&spec),

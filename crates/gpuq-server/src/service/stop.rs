@@ -13,10 +13,22 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopCause {
-    Cancel { by: String },
-    TimeLimit { limit: String },
-    Preempt { for_job: JobId },
-    Requeue { by: String },
+    Cancel {
+        by: String,
+    },
+    TimeLimit {
+        limit: String,
+    },
+    Preempt {
+        for_job: JobId,
+    },
+    Requeue {
+        by: String,
+    },
+    /// An interactive session left idle (`--idle-stop`): `why` says for how long and what was seen.
+    Idle {
+        why: String,
+    },
 }
 
 /// The last step of the protocol carried out.
@@ -41,6 +53,7 @@ impl StopCause {
             StopCause::TimeLimit { limit } => format!("time limit {limit} reached"),
             StopCause::Preempt { for_job } => format!("preemption for job {for_job}"),
             StopCause::Requeue { by } => format!("requeue by {by}"),
+            StopCause::Idle { why } => format!("idle stop: {why}"),
         }
     }
 }

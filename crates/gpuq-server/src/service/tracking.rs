@@ -50,6 +50,17 @@ impl TrackingLink {
         format!("{JOB_TOKEN_PREFIX}{job}_{hex}")
     }
 
+    /// A secret of the daemon's for `purpose` (hex), derived like job tokens.
+    pub fn derived(&self, purpose: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key");
+        mac.update(purpose.as_bytes());
+        mac.finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
     /// The job a presented token was made for, when it is genuine.
     pub fn verify(&self, presented: &str) -> Option<JobId> {
         let rest = presented.strip_prefix(JOB_TOKEN_PREFIX)?;

@@ -128,12 +128,12 @@ pub fn browser_caller(ctx: &AppState, headers: &HeaderMap) -> ApiResult<Option<C
 }
 
 /// A dashboard user acts as themselves, never as the daemon's owner account.
-fn web_caller(ctx: &AppState, user: &str) -> Caller {
+pub fn web_caller(ctx: &AppState, user: &str) -> Caller {
     ctx.identity.caller(user.to_string())
 }
 
 /// A login from a page of another site (or a script that says it is one) is refused.
-fn same_origin(headers: &HeaderMap) -> bool {
+pub fn same_origin(headers: &HeaderMap) -> bool {
     if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
         if site != "same-origin" && site != "none" {
             return false;

@@ -23,6 +23,7 @@ mod hold;
 mod logs;
 mod ls;
 mod metrics;
+mod notebook;
 mod prices;
 mod repro;
 mod requeue;
@@ -30,6 +31,8 @@ mod rerun;
 mod run;
 mod schedules;
 mod server;
+mod session_args;
+mod shell;
 mod show;
 mod show_repro;
 mod sim;
@@ -122,6 +125,10 @@ enum Command {
     Token(token::TokenCommand),
     /// The identity the daemon sees for you.
     Whoami(whoami::WhoAmIArgs),
+    /// JupyterLab on reserved GPUs, served through the daemon; prints a link that logs in and opens it.
+    Notebook(notebook::NotebookArgs),
+    /// A shell (or `-- CMD`) on a terminal on reserved GPUs, like `srun --pty bash`.
+    Shell(shell::ShellArgs),
     /// Open the web dashboard with a single-use login link (--print-url prints it).
     Dashboard(dashboard::DashboardArgs),
     /// Print a shell completion script.
@@ -228,6 +235,8 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Token(command) => token::run(&client, command).await,
         Command::Whoami(args) => whoami::run(&client, args).await,
         Command::Dashboard(args) => dashboard::run(&client, args).await,
+        Command::Notebook(args) => notebook::run(&client, args).await,
+        Command::Shell(args) => shell::run(&client, args).await,
         Command::Server(_) | Command::Completions(_) | Command::Sim(_) => {
             unreachable!("handled without a client")
         }
