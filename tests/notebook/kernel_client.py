@@ -1,7 +1,7 @@
 """A notebook client for the tests: starts a kernel through gpuq's proxy and
 runs code in it over the kernel's WebSocket, the way JupyterLab does.
 
-    python kernel_client.py BASE_URL JOB TOKEN CODE [--keep-open SECONDS] [--origin ORIGIN]
+    python kernel_client.py BASE_URL JOB TOKEN CODE [--keep-open SECONDS] [--no-wait]
 
 Prints one JSON line: {"kernel": id, "stdout": what the code printed, "status": "ok"|"error"}.
 """
@@ -39,6 +39,7 @@ def main():
     p.add_argument("code")
     p.add_argument("--keep-open", type=float, default=0)
     p.add_argument("--kernel")
+    p.add_argument("--no-wait", action="store_true", help="send the code and disconnect at once")
     a = p.parse_args()
     root = f"{a.base}/sessions/{a.job}"
     kernel = a.kernel or request("POST", f"{root}/api/kernels", a.token, {})["id"]
@@ -48,6 +49,15 @@ def main():
     req = message("execute_request", {"code": a.code, "silent": False, "store_history": True,
                                       "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}, session)
     ws.send(json.dumps(req))
+    if a.no_wait:
+        # Until the kernel says it is busy: then the cell is running for sure.
+        while True:
+            m = json.loads(ws.recv())
+            if m["header"]["msg_type"] == "status" and m["content"]["execution_state"] == "busy":
+                break
+        ws.close()
+        print(json.dumps({"kernel": kernel}))
+        return
     out, status, idle = [], None, False
     deadline = time.time() + 120
     # Done when both the reply and the kernel's return to idle came (in either order).
