@@ -11,6 +11,7 @@ import * as gpus from './js/gpus.js';
 import * as sweeps from './js/sweeps.js';
 import * as cost from './js/cost.js';
 import * as alerts from './js/alerts.js';
+import * as sessions from './js/sessions.js';
 
 const PAGES = {
   queue: { mount: queue.mount, nav: 'queue' },
@@ -20,8 +21,9 @@ const PAGES = {
   sweep: { mount: sweeps.mountDetail, nav: 'sweeps', arg: true },
   cost: { mount: cost.mount, nav: 'cost' },
   alerts: { mount: alerts.mount, nav: 'alerts' },
+  sessions: { mount: sessions.mount, nav: 'sessions' },
 };
-const NAV = ['queue', 'gpus', 'sweeps', 'cost', 'alerts'];
+const NAV = ['queue', 'gpus', 'sweeps', 'cost', 'sessions', 'alerts'];
 
 // '#/job/12?x=1' -> {name: 'job', arg: '12', params}
 export function parseHash(hash) {

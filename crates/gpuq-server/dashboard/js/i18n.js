@@ -4,7 +4,7 @@ const KEY = 'gpuq.lang';
 export const LANGS = [['en', 'English'], ['zh-CN', '中文']];
 
 const en = {
-  'nav.label': 'Sections', 'nav.queue': 'Queue', 'nav.gpus': 'GPUs', 'nav.sweeps': 'Sweeps', 'nav.cost': 'Cost', 'nav.alerts': 'Alerts',
+  'nav.label': 'Sections', 'nav.queue': 'Queue', 'nav.gpus': 'GPUs', 'nav.sweeps': 'Sweeps', 'nav.cost': 'Cost', 'nav.alerts': 'Alerts', 'nav.sessions': 'Sessions',
   'nav.job': 'Job', 'nav.sweep': 'Sweep',
   'lang.label': 'Language', logout: 'Log out', admin: 'admin', loading: 'Loading…', notfound: 'Page not found', close: 'Close',
   yes: 'yes', perHour: '/h', 'unit.gpuh': 'GPU-h', 'live.title': 'Live updates (event stream)',
@@ -58,7 +58,11 @@ const en = {
   'gpu.window.15m': '15 min', 'gpu.window.24h': '24 h',
   'alert.job_idle': 'job idle', 'alert.gpu_memory_high': 'memory high', 'alert.gpu_temperature_high': 'temperature high',
   'alert.gpu_xid': 'XID error', 'alert.gpu_lost': 'GPU lost', 'alert.job_failed': 'job failed', 'alert.job_oom': 'out of memory',
-  'alert.budget': 'budget', 'alert.node_idle': 'node idle',
+  'alert.budget': 'budget', 'alert.node_idle': 'node idle', 'alert.session_idle': 'session idle',
+  'sessions.help': 'Notebooks (gpuq notebook) and shells (gpuq shell) on reserved GPUs. An idle one (no code ran, no client connected, its GPUs idle) is stopped after its idle stop.',
+  'sessions.starting': 'starting', 'sessions.idle': 'idle {span}', 'sessions.stops': 'stops in {span}', 'sessions.in_use': 'in use',
+  'sessions.open': 'Open', 'sessions.never': 'never', 'sessions.kind': 'Kind', 'sessions.kind.notebook': 'notebook', 'sessions.kind.shell': 'shell',
+  'sessions.clients': 'Clients', 'sessions.idle_stop': 'Idle stop', 'sessions.none': 'No sessions run.',
   'alerts.all': 'All kinds', 'alerts.kind': 'Kind', 'alerts.message': 'Message', 'alerts.none': 'No alerts.', 'alerts.count': '{n} alerts', 'alerts.count.one': '1 alert',
   'sweep.title': 'Sweep {id}', 'sweep.searcher': 'Searcher', 'sweep.metric': 'Metric', 'sweep.best': 'Best', 'sweep.trials': 'Trials',
   'sweep.budget': 'Budget used', 'sweep.created': 'Created', 'sweep.none': 'No sweeps yet. Start one with gpuq sweep FILE.',
@@ -81,7 +85,7 @@ const en = {
 };
 
 const zh = {
-  'nav.label': '导航', 'nav.queue': '队列', 'nav.gpus': 'GPU', 'nav.sweeps': '超参搜索', 'nav.cost': '费用', 'nav.alerts': '告警',
+  'nav.label': '导航', 'nav.queue': '队列', 'nav.gpus': 'GPU', 'nav.sweeps': '超参搜索', 'nav.cost': '费用', 'nav.alerts': '告警', 'nav.sessions': '会话',
   'nav.job': '作业', 'nav.sweep': '搜索',
   'lang.label': '语言', logout: '退出登录', admin: '管理员', loading: '加载中…', notfound: '页面不存在', close: '关闭',
   yes: '是', perHour: '/小时', 'unit.gpuh': 'GPU 小时', 'live.title': '实时更新（事件流）',
@@ -135,7 +139,11 @@ const zh = {
   'gpu.window.15m': '15 分钟', 'gpu.window.24h': '24 小时',
   'alert.job_idle': '作业空闲', 'alert.gpu_memory_high': '显存过高', 'alert.gpu_temperature_high': '温度过高',
   'alert.gpu_xid': 'XID 错误', 'alert.gpu_lost': 'GPU 丢失', 'alert.job_failed': '作业失败', 'alert.job_oom': '显存不足',
-  'alert.budget': '预算', 'alert.node_idle': '节点空闲',
+  'alert.budget': '预算', 'alert.node_idle': '节点空闲', 'alert.session_idle': '会话空闲',
+  'sessions.help': '在预留 GPU 上运行的笔记本（gpuq notebook）和终端（gpuq shell）。空闲（没有代码运行、没有客户端连接、GPU 空闲）超过空闲停止时间的会话会被停止。',
+  'sessions.starting': '启动中', 'sessions.idle': '空闲 {span}', 'sessions.stops': '{span} 后停止', 'sessions.in_use': '使用中',
+  'sessions.open': '打开', 'sessions.never': '从不', 'sessions.kind': '类型', 'sessions.kind.notebook': '笔记本', 'sessions.kind.shell': '终端',
+  'sessions.clients': '客户端', 'sessions.idle_stop': '空闲停止', 'sessions.none': '没有运行中的会话。',
   'alerts.all': '全部类型', 'alerts.kind': '类型', 'alerts.message': '消息', 'alerts.none': '没有告警。', 'alerts.count': '{n} 条告警',
   'sweep.title': '搜索 {id}', 'sweep.searcher': '搜索算法', 'sweep.metric': '指标', 'sweep.best': '最佳', 'sweep.trials': '试验',
   'sweep.budget': '预算用量', 'sweep.created': '创建时间', 'sweep.none': '还没有超参搜索。用 gpuq sweep FILE 开始一个。',

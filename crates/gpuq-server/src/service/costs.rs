@@ -455,5 +455,9 @@ impl Service {
                 job.cost = Some(job.cost.unwrap_or_default() + running);
             }
         }
+        drop(inner);
+        if let Some(note) = self.session_note(job.id, now) {
+            job.reason = Some(note);
+        }
     }
 }

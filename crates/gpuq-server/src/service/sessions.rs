@@ -27,6 +27,7 @@ pub const JUPYTER_SOCKET: &str = "jupyter.sock";
 
 /// What the daemon keeps of one running session.
 pub struct Watched {
+    kind: SessionKind,
     attempt: u32,
     idle: Option<IdleWatch>,
     ready: bool,
@@ -151,6 +152,31 @@ impl Service {
         }))
     }
 
+    /// What `gpuq ls` and the dashboard say of a running session instead of a
+    /// reason: starting, in use (by what), or idle for how long and until when.
+    pub fn session_note(&self, id: JobId, now: Millis) -> Option<String> {
+        let sessions = self.sessions();
+        let w = sessions.get(&id)?;
+        let what = describe(w.kind);
+        if !w.ready {
+            return Some(format!("{what} starting"));
+        }
+        let clients = w.clients.load(Ordering::Relaxed);
+        Some(match (w.idle_since, w.stop_at) {
+            (Some(since), Some(stop_at)) => format!(
+                "{what} idle for {}; stops in {} unless used",
+                span(now - since),
+                span(stop_at - now)
+            ),
+            (Some(since), None) => format!("{what} idle for {}", span(now - since)),
+            (None, _) if w.idle.is_none() => format!("{what}: {clients} client(s); no idle stop"),
+            (None, _) => format!(
+                "{what} in use: {clients} client(s), {} kernel(s) running",
+                w.busy_kernels
+            ),
+        })
+    }
+
     /// Every running session's status.
     pub fn running_sessions(&self) -> Vec<SessionStatus> {
         let ids: Vec<JobId> = {
@@ -202,6 +228,7 @@ impl Service {
             {
                 let mut sessions = self.sessions();
                 sessions.entry(id).or_insert_with(|| Watched {
+                    kind: session.kind,
                     attempt,
                     idle: session
                         .idle_policy(threshold)
@@ -278,15 +305,15 @@ impl Service {
                     message: format!(
                         "{} (job {id}) idle for {}: {}; it stops in {} unless used",
                         describe(session.kind),
-                        DurationSpec::from_millis((now - idle_since).max(0) as u64),
+                        span(now - idle_since),
                         idle_rule(threshold),
-                        DurationSpec::from_millis((stop_at - now).max(1000) as u64),
+                        span(stop_at - now),
                     ),
                 }]),
                 Some(IdleDecision::Stop { idle_since }) => {
                     let why = format!(
                         "idle for {} ({})",
-                        DurationSpec::from_millis((now - idle_since).max(0) as u64),
+                        span(now - idle_since),
                         idle_rule(threshold)
                     );
                     self.raise(vec![NewAlert {
@@ -327,6 +354,11 @@ impl Service {
         }
         GpuActivity::Percent(highest)
     }
+}
+
+/// A span in whole seconds (at least one), as messages show it.
+fn span(ms: Millis) -> DurationSpec {
+    DurationSpec::from_secs(((ms + 500) / 1000).max(1) as u64)
 }
 
 fn describe(kind: SessionKind) -> &'static str {
