@@ -10,8 +10,10 @@
 //! discipline makes them signals and end of input) or [`FRAME_RESIZE`] (rows
 //! and columns, two u16 BE); to the client, the terminal's output as it is.
 //! A new client replaces the old one and first gets the last
-//! [`SCROLLBACK`] bytes. When the client goes away the terminal hangs up
-//! (SIGHUP to the job), as when a terminal window closes: the GPUs are freed.
+//! [`SCROLLBACK`] bytes. When the client goes away and none comes back within
+//! [`HANGUP_GRACE`] (a daemon restart drops the connection; `gpuq shell`
+//! attaches again), the terminal hangs up (SIGHUP to the job), as when a
+//! terminal window closes: the GPUs are freed.
 
 use crate::pty::{self, WindowSize};
 use std::collections::VecDeque;
@@ -24,6 +26,10 @@ pub const FRAME_INPUT: u8 = 0;
 pub const FRAME_RESIZE: u8 = 1;
 /// Output kept for a client that attaches late (the shell's first prompt).
 pub const SCROLLBACK: usize = 64 * 1024;
+/// How long a terminal whose client went away waits for another before it
+/// hangs up: a daemon restart drops the client's connection, and `gpuq shell`
+/// attaches again within this.
+pub const HANGUP_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
 /// The largest frame payload a client sends.
 pub const MAX_FRAME: usize = u16::MAX as usize;
 
@@ -52,6 +58,8 @@ struct Shared {
     scrollback: Mutex<VecDeque<u8>>,
     /// The job's process group (its pid: it leads its own session).
     pgid: Mutex<Option<i32>>,
+    /// The number of the latest client to attach.
+    latest: std::sync::atomic::AtomicU64,
 }
 
 /// Opens the terminal a job will run on and its socket: the socket is made
@@ -93,6 +101,7 @@ impl Terminal {
             client: Mutex::new(None),
             scrollback: Mutex::new(VecDeque::with_capacity(SCROLLBACK)),
             pgid: Mutex::new(None),
+            latest: std::sync::atomic::AtomicU64::new(0),
         });
         let reader = Arc::clone(&shared);
         let output = std::thread::Builder::new()
@@ -170,7 +179,7 @@ fn copy_output(shared: &Shared, mut log: std::fs::File) {
 }
 
 fn accept_clients(shared: &Arc<Shared>, listener: UnixListener) {
-    for (number, conn) in (0u64..).zip(listener.incoming()) {
+    for (number, conn) in (1u64..).zip(listener.incoming()) {
         let Ok(mut conn) = conn else { continue };
         let Ok(reader) = conn.try_clone() else {
             continue;
@@ -187,17 +196,26 @@ fn accept_clients(shared: &Arc<Shared>, listener: UnixListener) {
                 continue;
             }
             *client = Some((number, conn));
+            shared
+                .latest
+                .store(number, std::sync::atomic::Ordering::SeqCst);
         }
         let shared = Arc::clone(shared);
         let _ = std::thread::Builder::new()
             .name("terminal-input".into())
             .spawn(move || {
                 copy_input(&shared, reader);
-                let mut client = lock(&shared.client);
-                // Only the current client's leaving hangs up; a replaced one's does not.
-                if client.as_ref().is_some_and(|(n, _)| *n == number) {
+                {
+                    let mut client = lock(&shared.client);
+                    // A replaced client's leaving is nothing; the current one's is.
+                    if !client.as_ref().is_some_and(|(n, _)| *n == number) {
+                        return;
+                    }
                     *client = None;
-                    drop(client);
+                }
+                // Hang up unless another client comes within the grace.
+                std::thread::sleep(HANGUP_GRACE);
+                if shared.latest.load(std::sync::atomic::Ordering::SeqCst) == number {
                     hang_up(&shared);
                 }
             });

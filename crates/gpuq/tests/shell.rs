@@ -27,8 +27,10 @@ struct Typed {
 
 impl Typed {
     fn start(d: &Daemon, args: &[&str]) -> Self {
+        Self::run(d.cmd(args))
+    }
+    fn run(mut cmd: Command) -> Self {
         let tty = pty::open(WindowSize { rows: 24, cols: 80 }).unwrap();
-        let mut cmd = d.cmd(args);
         pty::attach(&mut cmd, &tty.slave).unwrap();
         let child = cmd.spawn().unwrap();
         drop(tty.slave);
@@ -126,7 +128,7 @@ fn a_shell_on_a_real_terminal_passes_keys_size_and_exit_status_through() {
     assert_eq!(job["state"], "running");
     let gpus = job["gpus"].as_array().unwrap();
     assert_eq!(gpus.len(), 1, "one GPU reserved: {job}");
-    t.expect_after(at - 20, &format!("gpus={}", gpus[0]));
+    t.expect_after(0, &format!("sum=42 gpus={}\r\n", gpus[0]));
 
     // The window's size, and a change of it, reach the job's terminal.
     t.type_in("stty size\r");
@@ -323,4 +325,32 @@ fn a_shell_left_idle_is_stopped_but_not_while_its_gpu_is_busy() {
     assert_eq!(about(busy), 0);
     d.ok(&["cancel", &busy.to_string()]);
     d.wait(busy);
+}
+
+#[test]
+fn a_shell_outlives_its_daemon_killed_with_sigkill() {
+    let mut d = Daemon::start_with_config("sim:1", FAST);
+    // Over the daemon's socket, as a local user's gpuq finds it (the test
+    // daemon's TCP port changes with a restart; a real one's does not).
+    let mut cmd = d.cmd(&["shell", "--", "bash", "--norc", "-i"]);
+    cmd.env_remove("GPUQ_URL");
+    let mut t = Typed::run(cmd);
+    let at = t.expect_after(0, "attached to job");
+    t.type_in("X=before-the-crash\r");
+    std::thread::sleep(Duration::from_millis(300));
+    d.kill();
+    d.restart();
+    let at = t.expect_after(at, "attaching again");
+    // The same shell, its variable still set: typed after the new daemon is up.
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            t.type_in("echo got-$X\r");
+            std::thread::sleep(Duration::from_millis(500));
+            t.seen()[at..].contains("got-before-the-crash")
+        }),
+        "{}",
+        t.seen()
+    );
+    t.type_in("exit 4\r");
+    assert_eq!(t.exit_status(), 4, "{}", t.seen());
 }

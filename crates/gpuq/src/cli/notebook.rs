@@ -123,7 +123,19 @@ pub async fn run(client: &Client, args: NotebookArgs) -> CmdResult {
         job.id,
         jupyter.display()
     );
-    super::session_args::wait_ready(client, job.id).await?;
+    if let super::session_args::Up::Ended(s) =
+        super::session_args::wait_ready(client, job.id).await?
+    {
+        let log = super::session_args::log_text(client, job.id).await;
+        let tail = String::from_utf8_lossy(&log[log.len().saturating_sub(4096)..]);
+        return Err(CliError::failure(format!(
+            "job {} ended before JupyterLab was up: {} ({}); the end of its log:\n{}",
+            job.id,
+            s.state,
+            s.reason,
+            tail.trim_end()
+        )));
+    }
     let link = client.login_link().await?;
     let url = format!("{}&next=/sessions/{}/lab", link.url, job.id);
     if args.json {

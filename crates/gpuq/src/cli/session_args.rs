@@ -82,39 +82,27 @@ pub async fn submit(client: &Client, spec: JobSpec) -> Result<Job, CliError> {
     Ok(client.submit(&req).await?)
 }
 
-/// Waits until the session is up, saying why it waits meanwhile. A session
-/// that ends first is an error with its reason and the end of its log.
-pub async fn wait_ready(client: &Client, id: u64) -> Result<(), CliError> {
+/// How waiting for a session ended.
+pub enum Up {
+    Ready,
+    /// The job ended first (a shell's short command, a JupyterLab that failed).
+    Ended(gpuq_api::sessions::SessionStatus),
+}
+
+/// Waits until the session is up, saying why it waits meanwhile.
+pub async fn wait_ready(client: &Client, id: u64) -> Result<Up, CliError> {
     let mut said = String::new();
     loop {
         let s = client.session(id).await?;
         if s.state == JobState::Running && s.ready {
-            return Ok(());
+            return Ok(Up::Ready);
         }
         if s.state.is_terminal() {
-            let tail = client
-                .log(id, None, 0, false)
-                .await
-                .map(|c| {
-                    let from = c.data.len().saturating_sub(4096);
-                    String::from_utf8_lossy(&c.data[from..])
-                        .trim_end()
-                        .to_string()
-                })
-                .unwrap_or_default();
-            return Err(CliError::failure(format!(
-                "job {id} ended before the session was up: {} ({}){}",
-                s.state,
-                s.reason,
-                if tail.is_empty() {
-                    String::new()
-                } else {
-                    format!("; the end of its log:\n{tail}")
-                }
-            )));
+            return Ok(Up::Ended(s));
         }
         let now = match s.state {
             JobState::Running => "starting".to_string(),
+            state if s.reason.is_empty() => state.to_string(),
             state => format!("{state}: {}", s.reason),
         };
         if now != said {
@@ -123,4 +111,13 @@ pub async fn wait_ready(client: &Client, id: u64) -> Result<(), CliError> {
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// The job's whole log (its first attempt's and later ones', as the daemon serves it).
+pub async fn log_text(client: &Client, id: u64) -> Vec<u8> {
+    client
+        .log(id, None, 0, false)
+        .await
+        .map(|c| c.data)
+        .unwrap_or_default()
 }

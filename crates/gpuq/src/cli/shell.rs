@@ -11,6 +11,7 @@ use gpuq_core::session::SessionKind;
 use gpuq_exec::pty::WindowSize;
 use gpuq_exec::terminal::{frame, resize_frame, FRAME_INPUT};
 use std::io::Write;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(clap::Args, Debug)]
@@ -97,18 +98,58 @@ pub async fn run(client: &Client, args: ShellArgs) -> CmdResult {
             job.id
         }
     };
-    super::session_args::wait_ready(client, id).await?;
-    let stream = attach_retrying(client, id).await?;
-    errln!("gpuq: attached to job {id} (closing this terminal ends it)");
-    let (mut from_job, mut to_job) = tokio::io::split(stream);
-    let raw = RawMode::enter();
-    if let Some(size) = window_size() {
-        to_job.write_all(&resize_frame(size)).await.ok();
+    if let super::session_args::Up::Ended(_) = super::session_args::wait_ready(client, id).await? {
+        // Over before it was attached to (a short command): what it printed, and its status.
+        let log = super::session_args::log_text(client, id).await;
+        let _ = std::io::stdout().write_all(&log);
+        let end = client.job(id).await?;
+        return Ok(job_exit_status(&end.job));
     }
-    // Keys come from a thread of their own: a read of stdin cannot be
-    // cancelled, and must not keep gpuq waiting at its end.
-    let (keys_tx, mut keys) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
-    let tty = raw.active();
+    let mut stream = attach_retrying(client, id, Duration::from_secs(30)).await?;
+    errln!("gpuq: attached to job {id} (closing this terminal ends it)");
+    let raw = RawMode::enter();
+    let mut keys = read_keys(raw.active());
+    loop {
+        relay(stream, &mut keys).await;
+        // The job's end closes the stream; so does a daemon restart, after
+        // which the terminal waits for us a while (HANGUP_GRACE).
+        let job = client.wait(id, 2).await;
+        if job.as_ref().is_ok_and(|j| j.state.is_terminal()) {
+            break;
+        }
+        errln!("\r\ngpuq: lost the connection to job {id}'s terminal; attaching again\r");
+        match attach_retrying(client, id, RECONNECT_FOR).await {
+            Ok(s) => stream = s,
+            Err(e) if e.code == 2 => break,
+            Err(e) => {
+                drop(raw);
+                return Err(e);
+            }
+        }
+    }
+    drop(raw);
+    let end = loop {
+        let j = client.wait(id, 60).await?;
+        if j.state.is_terminal() {
+            break j;
+        }
+    };
+    errln!(
+        "gpuq: job {} {} ({})",
+        end.id,
+        end.state,
+        end.reason.as_deref().unwrap_or("")
+    );
+    Ok(job_exit_status(&end))
+}
+
+/// How long a lost connection is tried again: within the terminal's grace.
+const RECONNECT_FOR: Duration = Duration::from_secs(12);
+
+/// Keys come from a thread of their own: a read of stdin cannot be
+/// cancelled, and must not keep gpuq waiting at its end.
+fn read_keys(tty: bool) -> tokio::sync::mpsc::Receiver<Vec<u8>> {
+    let (keys_tx, keys) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
     std::thread::spawn(move || {
         use std::io::Read;
         let mut buf = [0u8; 4096];
@@ -130,6 +171,16 @@ pub async fn run(client: &Client, args: ShellArgs) -> CmdResult {
             }
         }
     });
+    keys
+}
+
+/// Copies keys and window sizes to the terminal and its output here, until
+/// the stream ends.
+async fn relay(stream: gpuq_api::TerminalStream, keys: &mut tokio::sync::mpsc::Receiver<Vec<u8>>) {
+    let (mut from_job, mut to_job) = tokio::io::split(stream);
+    if let Some(size) = window_size() {
+        to_job.write_all(&resize_frame(size)).await.ok();
+    }
     let input = async move {
         let mut resized =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok();
@@ -161,37 +212,28 @@ pub async fn run(client: &Client, args: ShellArgs) -> CmdResult {
             }
         }
     };
-    // The job's end closes the stream: output is what ends the session here.
     tokio::select! {
         _ = output => {}
         _ = input => {}
     }
-    drop(raw);
-    let end = loop {
-        let j = client.wait(id, 60).await?;
-        if j.state.is_terminal() {
-            break j;
-        }
-    };
-    errln!(
-        "gpuq: job {} {} ({})",
-        end.id,
-        end.state,
-        end.reason.as_deref().unwrap_or("")
-    );
-    Ok(job_exit_status(&end))
 }
 
 /// The terminal comes up a moment after the job starts.
-async fn attach_retrying(client: &Client, id: u64) -> Result<gpuq_api::TerminalStream, CliError> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+/// (A daemon that restarts does not answer for a moment either.)
+async fn attach_retrying(
+    client: &Client,
+    id: u64,
+    within: Duration,
+) -> Result<gpuq_api::TerminalStream, CliError> {
+    let deadline = std::time::Instant::now() + within;
     loop {
         match client.attach(id).await {
             Ok(s) => return Ok(s),
-            Err(gpuq_api::ApiError::Refused { status: 503, .. })
-                if std::time::Instant::now() < deadline =>
-            {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            Err(
+                gpuq_api::ApiError::Refused { status: 503, .. }
+                | gpuq_api::ApiError::Unreachable { .. },
+            ) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => return Err(e.into()),
         }
