@@ -46,6 +46,7 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::arrays::ArrayDetail>();
     gen.subschema_for::<crate::arrays::ListRow>();
     gen.subschema_for::<crate::web::LoginLink>();
+    gen.subschema_for::<crate::sessions::SessionStatus>();
     gen.subschema_for::<crate::web::LoginRequest>();
     gen.subschema_for::<crate::web::SessionInfo>();
     gen.subschema_for::<crate::web::LinkInfo>();
@@ -199,6 +200,32 @@ fn sweep_paths() -> Value {
             "summary": "Cancel a sweep (its owner or an admin): no more trials; queued and paused trials are cancelled, running ones stopped",
             "parameters": [ id ],
             "responses": with_errors("200", json_body(schema_ref("SweepDetail"), "The sweep"))
+        }}
+    })
+}
+
+/// Interactive sessions (docs/sessions.md).
+fn session_paths() -> Value {
+    let id = id_param();
+    json!({
+        "/v1/sessions": { "get": {
+            "summary": "Running interactive sessions (notebooks and shells): readiness, clients, busy kernels, idle since, the idle stop due",
+            "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("SessionStatus") }), "Sessions"))
+        }},
+        "/v1/sessions/{id}": { "get": {
+            "summary": "One job's session, running or not (404 for a job that is not a session)",
+            "parameters": [ id ],
+            "responses": with_errors("200", json_body(schema_ref("SessionStatus"), "The session"))
+        }},
+        "/v1/jobs/{id}/attach": { "get": {
+            "summary": "A shell's terminal: an HTTP upgrade (`Connection: upgrade`, `Upgrade: gpuq-terminal`) to a byte stream; up: frames [kind u8][length u16 BE][payload] (0: input, 1: rows and columns as two u16 BE), down: the terminal's output. Only the job's user, with their own credentials (not a job's token or a browser session); 503 while the terminal is not up yet, 409 for a job that is not a running shell",
+            "parameters": [ id_param() ],
+            "responses": with_errors("101", json!({ "description": "Switched to the terminal stream" }))
+        }},
+        "/sessions/{id}/{path}": { "get": {
+            "summary": "A notebook's JupyterLab (every method, and its WebSockets), proxied after gpuq's auth: only the job's user; a browser with the dashboard's session cookie from this origin (a navigation from elsewhere is a GET at most). Not logged in, a browser is sent to /login, which comes back",
+            "parameters": [ id, { "name": "path", "in": "path", "required": true, "schema": { "type": "string" } } ],
+            "responses": { "200": { "description": "JupyterLab's answer" }, "303": { "description": "To the login page" }, "401": { "description": "Not logged in" }, "403": { "description": "Not the notebook's user, or a page of another origin" }, "503": { "description": "JupyterLab is starting" } }
         }}
     })
 }
@@ -491,6 +518,7 @@ pub fn document() -> Value {
         sweep_paths(),
         array_paths(),
         web_paths(),
+        session_paths(),
     ] {
         if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);

@@ -126,7 +126,7 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(p(30 * 60_000).grace_ms, 5 * 60_000);
-        assert_eq!(p(8 * 3600_000).grace_ms, 5 * 60_000);
+        assert_eq!(p(8 * 3_600_000).grace_ms, 5 * 60_000);
         assert_eq!(p(10_000).grace_ms, 2_000);
         assert_eq!(p(1_000).grace_ms, 500);
         assert!(spec(SessionKind::Shell, None)

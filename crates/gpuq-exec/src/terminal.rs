@@ -208,7 +208,7 @@ fn accept_clients(shared: &Arc<Shared>, listener: UnixListener) {
                 {
                     let mut client = lock(&shared.client);
                     // A replaced client's leaving is nothing; the current one's is.
-                    if !client.as_ref().is_some_and(|(n, _)| *n == number) {
+                    if client.as_ref().is_none_or(|(n, _)| *n != number) {
                         return;
                     }
                     *client = None;
@@ -236,11 +236,8 @@ fn copy_input(shared: &Shared, mut conn: UnixStream) {
         }
         let data = &payload[..len];
         match header[0] {
-            FRAME_INPUT => {
-                if write_all_fd(&shared.master, data).is_err() {
-                    return;
-                }
-            }
+            FRAME_INPUT if write_all_fd(&shared.master, data).is_err() => return,
+            FRAME_INPUT => {}
             FRAME_RESIZE if len == 4 => {
                 let size = WindowSize {
                     rows: u16::from_be_bytes([data[0], data[1]]),

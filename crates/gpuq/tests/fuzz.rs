@@ -438,3 +438,91 @@ fn request_bodies_are_accepted_or_refused_in_json_never_crash() {
         elapsed.as_secs_f64()
     );
 }
+
+/// Requests at a session's doors: `/sessions/…` (the notebook proxy) and a
+/// shell's attach, with odd paths, methods, credentials, cookies and upgrade
+/// headers, against a daemon running one shell session: answered with a
+/// refusal or a redirect, never a server error, and the session untouched.
+#[test]
+fn session_doors_refuse_odd_requests_and_never_crash() {
+    let d = Daemon::start("sim:1");
+    let user = d.json(&["whoami", "--json"])["user"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = json!({"spec": {"command": ["sleep", "300"], "session": {"kind": "shell"}},
+        "cwd": "/tmp", "env": {}, "user": user});
+    let shell = post_json(&d.url, &d.token(), "/v1/jobs", body.to_string().as_bytes())
+        .json()
+        .and_then(|v| v["id"].as_u64())
+        .expect("a shell session");
+    d.wait_running(shell);
+    let token = d.token();
+    let segment = prop_oneof![
+        Just(shell.to_string()),
+        Just("0".to_string()),
+        Just("99999999999999999999".to_string()),
+        "[a-zA-Z0-9%._~-]{0,12}",
+    ];
+    let tail = "[a-zA-Z0-9%._~/?=&-]{0,40}";
+    let method = prop::sample::select(vec![
+        "GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD",
+    ]);
+    let auth = prop_oneof![
+        Just(String::new()),
+        Just(format!("Bearer {token}")),
+        Just("Bearer gpuqjob_1_00".to_string()),
+        "[ -~]{0,40}",
+    ];
+    let extra = prop::sample::select(vec![
+        ("upgrade", "websocket"),
+        ("upgrade", "gpuq-terminal"),
+        ("cookie", "gpuq_session_1=x; _xsrf=y"),
+        ("origin", "http://evil.example"),
+        ("sec-fetch-site", "cross-site"),
+        ("accept", "text/html"),
+        ("x-nothing", "1"),
+    ]);
+    let cases = (
+        segment,
+        tail,
+        method,
+        auth,
+        prop::collection::vec(extra, 0..4),
+        any::<bool>(),
+    );
+    let config = Config {
+        cases: 400,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new(config)
+        .run(&cases, |(segment, tail, method, auth, extra, attach)| {
+            let path = if attach {
+                format!("/v1/jobs/{segment}/attach")
+            } else {
+                format!("/sessions/{segment}/{tail}")
+            };
+            let mut headers: Vec<(&str, &str)> = extra.clone();
+            if !auth.is_empty() {
+                headers.push(("authorization", &auth));
+            }
+            let reply = raw_http::request(&d.url, method, &path, &headers, b"");
+            prop_assert!(
+                reply.status < 500 || reply.status == 503,
+                "{method} {path} {headers:?}: {} {}",
+                reply.status,
+                reply.text()
+            );
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        d.show(shell)["state"],
+        "running",
+        "the session is untouched"
+    );
+    assert_eq!(get(&d.url, &token, "/health").status, 200);
+    d.ok(&["cancel", &shell.to_string()]);
+    d.wait(shell);
+}
