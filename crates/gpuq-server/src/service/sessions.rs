@@ -170,6 +170,9 @@ impl Service {
             ),
             (Some(since), None) => format!("{what} idle for {}", span(now - since)),
             (None, _) if w.idle.is_none() => format!("{what}: {clients} client(s); no idle stop"),
+            (None, _) if w.kind == SessionKind::Shell => {
+                format!("{what} in use: {clients} client(s)")
+            }
             (None, _) => format!(
                 "{what} in use: {clients} client(s), {} kernel(s) running",
                 w.busy_kernels
