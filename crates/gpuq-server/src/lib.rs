@@ -395,6 +395,9 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     );
 
     axum::serve(listener, app)
+        // Small writes go out at once: a terminal's keystrokes and a kernel's
+        // messages through the proxy would otherwise wait on delayed ACKs (~40 ms).
+        .tcp_nodelay(true)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             // Ends the event streams, which would otherwise hold the shutdown open.
