@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Train a small MLP on synthetic data, the gpuq way: metrics, checkpoints, resume, requeue.
+"""Train a small MLP (or CNN) on synthetic data, the gpuq way: metrics, checkpoints,
+resume, requeue, and every knob `gpuq tune` tries (batch size, mixed precision,
+torch.compile, DataLoader workers and pinned memory, channels-last).
 
 Runs on a GPU when there is one and on the CPU otherwise. See README.md beside this file.
 """
 
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -37,7 +40,61 @@ def parse_args():
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--fail-at-step", type=int, default=None, help="simulate a crash at this step")
     p.add_argument("--fail-on-attempt", type=int, default=1, help="... but only on this attempt")
-    return p.parse_args()
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp", help="cnn: 3x32x32 images (channels-last applies)")
+    p.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes making batches")
+    p.add_argument("--pin-memory", action="store_true", help="DataLoader pin_memory (faster host-to-GPU copies)")
+    p.add_argument("--channels-last", action="store_true", help="channels-last memory format (cnn only)")
+    p.add_argument("--input-work", type=int, default=0, help="CPU work per batch (augmentation passes), to model input cost")
+    p.add_argument("--warmup-steps", type=int, default=3, help="steps left out of samples_per_s (compile, caches)")
+    args = p.parse_args()
+    # `gpuq tune` sets knobs through GPUQ_PARAMS (gpuq.tune_params); the flags are the defaults.
+    knobs = gpuq.tune_params({
+        "batch_size": args.batch_size,
+        "amp": ("fp16" if torch.cuda.is_available() and args.device != "cpu" else "bf16") if args.amp else "off",
+        "compile": args.compile_mode if args.compile else "off",
+        "num_workers": args.num_workers,
+        "pin_memory": args.pin_memory,
+        "channels_last": args.channels_last,
+    })
+    args.batch_size = knobs["batch_size"]
+    args.amp = knobs["amp"] != "off"
+    args.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(knobs["amp"])
+    args.compile = knobs["compile"] != "off"
+    args.compile_mode = knobs["compile"] if args.compile else args.compile_mode
+    args.num_workers = knobs["num_workers"]
+    args.pin_memory = knobs["pin_memory"]
+    args.channels_last = knobs["channels_last"]
+    return args
+
+
+class Batches(torch.utils.data.IterableDataset):
+    """Batch `step` is a function of (seed, step) alone, whoever makes it: a resumed
+    run, or any number of DataLoader workers (each makes every W-th batch; the
+    loader hands them out in order), sees exactly the batches of a straight run."""
+
+    def __init__(self, x, y, batch_size, seed, start, stop, work, image):
+        super().__init__()
+        self.x, self.y, self.batch_size, self.seed = x, y, batch_size, seed
+        self.start, self.stop, self.work, self.image = start, stop, work, image
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        first, every = (info.id, info.num_workers) if info else (0, 1)
+        for step in range(self.start + first, self.stop, every):
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+            idx = torch.randint(0, self.x.shape[0], (self.batch_size,), generator=g)
+            xb = self.x[idx]
+            for _ in range(self.work):  # augmentation stand-in: noise, a flip, a clamp
+                xb = (xb + 0.01 * torch.randn(xb.shape, generator=g)).flip(-1).clamp(-6, 6)
+            if self.image:
+                xb = xb.view(-1, 3, 32, 32)
+            yield xb, self.y[idx]
+
+
+def peak_memory_mib(device):
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2 ** 20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def make_data(n, dim, classes, seed):
@@ -66,20 +123,34 @@ def main():
     device = torch.device(args.device)
     amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
 
+    amp_dtype = args.amp_dtype or amp_dtype
     # Data is generated with fixed seeds, so every attempt sees the same data.
-    x_all, y_all = make_data(16384 + 2048, 64, 10, args.seed)
-    x_train, y_train = x_all[:16384].to(device), y_all[:16384].to(device)
+    dim = 3 * 32 * 32 if args.model == "cnn" else 64
+    x_all, y_all = make_data(16384 + 2048, dim, 10, args.seed)
+    x_train, y_train = x_all[:16384], y_all[:16384]  # batches are made on the CPU, then moved
     x_val, y_val = x_all[16384:].to(device), y_all[16384:].to(device)
+    if args.model == "cnn":
+        x_val = x_val.view(-1, 3, 32, 32)
 
     torch.manual_seed(args.seed)
-    model = nn.Sequential(
-        nn.Linear(64, args.hidden), nn.GELU(),
-        nn.Linear(args.hidden, args.hidden), nn.GELU(),
-        nn.Linear(args.hidden, 10),
-    ).to(device)
+    if args.model == "cnn":
+        model = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.GELU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.GELU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(64 * 8 * 8, args.hidden), nn.GELU(), nn.Linear(args.hidden, 10),
+        ).to(device)
+    else:
+        model = nn.Sequential(
+            nn.Linear(64, args.hidden), nn.GELU(),
+            nn.Linear(args.hidden, args.hidden), nn.GELU(),
+            nn.Linear(args.hidden, 10),
+        ).to(device)
+    image_format = torch.channels_last if args.channels_last and args.model == "cnn" else torch.contiguous_format
+    if args.model == "cnn":
+        model = model.to(memory_format=image_format)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     # The scaler guards float16 gradients against underflow; bfloat16 does not need one.
-    scaler = torch.amp.GradScaler(device.type, enabled=args.amp and amp_dtype == torch.float16)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.amp and amp_dtype == torch.float16 and device.type == "cuda")
 
     ckpt_path = gpuq.checkpoint_dir() / "ckpt.pt"
     step = 0
@@ -100,29 +171,53 @@ def main():
 
     model.train()
     loss_value = float("nan")
+    loader = torch.utils.data.DataLoader(
+        Batches(x_train, y_train, args.batch_size, args.seed, step, args.steps, args.input_work, args.model == "cnn"),
+        batch_size=None, num_workers=args.num_workers, pin_memory=args.pin_memory and device.type == "cuda",
+        persistent_workers=False)
+    batches = iter(loader)
     t_last, steps_since_log = time.perf_counter(), 0
+    started, first_step_s, timed_from, timed_steps, first = time.perf_counter(), None, None, 0, step
     while step < args.steps:
         if args.fail_at_step is not None and step + 1 == args.fail_at_step and attempt == args.fail_on_attempt:
             print("simulated crash at step %d (attempt %d)" % (step + 1, attempt), flush=True)
             sys.exit(1)
 
         # Per-step seeded batches: a resumed run sees exactly the batches it would have seen.
-        g = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
-        idx = torch.randint(0, x_train.shape[0], (args.batch_size,), generator=g).to(device)
+        xb, yb = next(batches)
+        xb = xb.to(device, non_blocking=True)
+        yb = yb.to(device, non_blocking=True)
+        if args.model == "cnn":
+            xb = xb.contiguous(memory_format=image_format)
         with torch.autocast(device_type=device.type, dtype=amp_dtype, enabled=args.amp):
-            loss = F.cross_entropy(forward(x_train[idx]), y_train[idx])
+            loss = F.cross_entropy(forward(xb), yb)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
         step += 1
         steps_since_log += 1
+        if first_step_s is None:
+            loss.item()
+            first_step_s = time.perf_counter() - started  # the first step: compile, warm caches
+        if timed_from is None:
+            if step >= first + args.warmup_steps:
+                loss.item()
+                timed_from, timed_steps = time.perf_counter(), 0
+        else:
+            timed_steps += 1
 
         if step % args.log_every == 0 or step == args.steps:
             loss_value = loss.item()  # synchronises with the GPU
             now = time.perf_counter()
             sps = steps_since_log * args.batch_size / max(now - t_last, 1e-9)
-            gpuq.log(step=step, loss=loss_value, samples_per_sec=sps, lr=opt.param_groups[0]["lr"])
+            metrics = dict(loss=loss_value, samples_per_sec=sps, lr=opt.param_groups[0]["lr"])
+            if timed_from is not None and timed_steps > 0:
+                # Throughput after the warm-up: compile time and first-step costs left out.
+                metrics["samples_per_s"] = timed_steps * args.batch_size / max(now - timed_from, 1e-9)
+            metrics["warmup_s"] = first_step_s
+            metrics["peak_memory_mib"] = peak_memory_mib(device)
+            gpuq.log(step=step, **metrics)
             t_last, steps_since_log = now, 0
         if args.ckpt_every > 0 and step % args.ckpt_every == 0:
             save_checkpoint(ckpt_path, step, model, opt, scaler)

@@ -118,6 +118,15 @@ pub struct ServerInfo {
     pub slots: u32,
     pub home: String,
     pub pid: u32,
+    /// The NVIDIA driver's version, as NVML reports it (none without NVML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
+    /// The newest CUDA version the driver supports (e.g. `12.4`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_cuda_version: Option<String>,
+    /// GPUs come from NVML (which also lists their processes), not a simulation.
+    #[serde(default)]
+    pub nvml: bool,
 }
 
 /// `GET /v1/jobs/{id}/explain`, and each item of `GET /v1/explain`.

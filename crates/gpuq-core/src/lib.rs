@@ -26,6 +26,7 @@ pub mod state;
 pub mod sweep;
 pub mod telemetry;
 pub mod tracking;
+pub mod tune;
 
 pub use array::{ArraySpec, JobRef};
 pub use duration::DurationSpec;

@@ -116,6 +116,9 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/health", get(routes::health))
         .merge(web::router())
         .merge(api)
+        // JupyterLab's answers go as they are: `json_errors` and compression
+        // leave /sessions/ alone, and the proxy reads no body (no body limit).
+        .merge(sessions::proxy_router())
         .layer(axum::extract::DefaultBodyLimit::max(rejections::MAX_BODY))
         .layer(axum::middleware::from_fn(rejections::json_errors))
         // JSON answers gzip-compressed for clients that ask (the dashboard's
@@ -125,7 +128,6 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .layer(
             tower_http::compression::CompressionLayer::new().compress_when(json_worth_compressing),
         )
-        .merge(sessions::proxy_router())
         .with_state(ctx)
 }
 
@@ -366,6 +368,9 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         slots,
         home: home.display().to_string(),
         pid: std::process::id(),
+        driver_version: discovery.driver.version.clone(),
+        driver_cuda_version: discovery.driver.cuda_version.clone(),
+        nvml: discovery.driver.version.is_some(),
     };
     let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(AppContext {

@@ -24,6 +24,10 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let resp = next.run(req).await;
+    if path.starts_with("/sessions/") {
+        // A notebook's JupyterLab answers in its own shapes (its error pages).
+        return resp;
+    }
     let status = resp.status();
     let is_json = resp
         .headers()

@@ -29,9 +29,13 @@ fn simulated_gpus_follow_their_jobs_and_jobs_keep_their_figures() {
         "sleep",
         "60",
     ]);
+    // Its utilisation from the start (GPUQ_SIM_UTIL), its memory from the file it
+    // writes once running (a sample taken before the file would show no memory).
     let busy = d.submit(&[
         "--gpus",
         "1",
+        "--env",
+        "GPUQ_SIM_UTIL=40",
         "--",
         "sh",
         "-c",

@@ -44,6 +44,7 @@ from ._env import (
 )
 from ._metrics import log
 from ._stop import install_stop_handler, should_stop
+from ._tune import tune_params
 
 __version__ = "0.1.0"
 
@@ -63,4 +64,5 @@ __all__ = [
     "params",
     "should_stop",
     "trial_max_step",
+    "tune_params",
 ]

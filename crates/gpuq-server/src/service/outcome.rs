@@ -15,6 +15,8 @@ pub const MAX_RETRY_DELAY_MS: u64 = 600_000;
 /// Log lines that mean the GPU ran out of memory (PyTorch, CUDA, cuBLAS/cuDNN).
 const OOM_MARKERS: &[&str] = &[
     "CUDA out of memory",
+    // PyTorch's CPU allocator (a job under a memory limit).
+    "DefaultCPUAllocator: can't allocate memory",
     "torch.cuda.OutOfMemoryError",
     "torch.OutOfMemoryError",
     "CUBLAS_STATUS_ALLOC_FAILED",
@@ -110,9 +112,10 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
         return Outcome {
             next_state: JobState::Failed,
             reason: format!(
-                "CUDA out of memory ({how}; the log says \"{marker}\"). Not retried: the same run would run out \
+                "{} out of memory ({how}; the log says \"{marker}\"). Not retried: the same run would run out \
                  again. Lower the batch size, use AMP or gradient checkpointing, or ask for more GPUs, then \
-                 `gpuq requeue`"
+                 `gpuq requeue`",
+                if marker.starts_with("DefaultCPUAllocator") { "CPU" } else { "CUDA" }
             ),
             failures: e.failures + 1,
             eligible_at: None,

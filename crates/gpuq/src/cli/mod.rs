@@ -15,6 +15,7 @@ mod completions;
 mod connect;
 mod cost;
 mod dashboard;
+mod doctor;
 mod drain;
 mod events;
 mod explain;
@@ -40,6 +41,7 @@ mod submit;
 mod sweep;
 mod token;
 mod top;
+mod tune;
 mod usage;
 mod wait;
 mod whoami;
@@ -129,6 +131,10 @@ enum Command {
     Notebook(notebook::NotebookArgs),
     /// A shell (or `-- CMD`) on a terminal on reserved GPUs, like `srun --pty bash`.
     Shell(shell::ShellArgs),
+    /// What is wrong where jobs run (driver, CUDA, PyTorch, GPUs, /dev/shm, CPUs, data), or with a running job (ID).
+    Doctor(doctor::DoctorArgs),
+    /// Find a training job's fastest settings (batch size, AMP, torch.compile, DataLoader) in short trials.
+    Tune(tune::TuneArgs),
     /// Open the web dashboard with a single-use login link (--print-url prints it).
     Dashboard(dashboard::DashboardArgs),
     /// Print a shell completion script.
@@ -237,6 +243,8 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Dashboard(args) => dashboard::run(&client, args).await,
         Command::Notebook(args) => notebook::run(&client, args).await,
         Command::Shell(args) => shell::run(&client, args).await,
+        Command::Doctor(args) => doctor::run(&client, args).await,
+        Command::Tune(args) => tune::run(&client, args).await,
         Command::Server(_) | Command::Completions(_) | Command::Sim(_) => {
             unreachable!("handled without a client")
         }
