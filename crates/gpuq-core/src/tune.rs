@@ -205,7 +205,7 @@ impl Tuner {
     }
 
     /// The next settings to try, or `None` when the search is over.
-    pub fn next(&mut self) -> Option<Knobs> {
+    pub fn next_trial(&mut self) -> Option<Knobs> {
         loop {
             if let Some(k) = self.pending.pop() {
                 if !self.tried(&k) {
@@ -442,7 +442,7 @@ mod tests {
     fn run(space: Space) -> Tuner {
         let mut t = Tuner::new(space, defaults());
         let mut n = 0;
-        while let Some(k) = t.next() {
+        while let Some(k) = t.next_trial() {
             let o = script(&k);
             t.record(k, o);
             n += 1;
@@ -476,7 +476,7 @@ mod tests {
                 ..defaults()
             },
         );
-        while let Some(k) = t.next() {
+        while let Some(k) = t.next_trial() {
             let o = script(&k);
             t.record(k, o);
         }

@@ -229,7 +229,7 @@ pub async fn run(client: &Client, args: TuneArgs) -> CmdResult {
     let mut longest = Duration::ZERO;
     let mut reports = Vec::new();
     let mut budget_spent = false;
-    while let Some(knobs) = tuner.next() {
+    while let Some(knobs) = tuner.next_trial() {
         if started.elapsed() + longest > budget.as_std() {
             budget_spent = true;
             break;
