@@ -287,6 +287,33 @@ impl Client {
             .map_err(|e| ApiError::Protocol(format!("the terminal stream did not open: {e}")))
     }
 
+    /// `POST /v1/jobs/{id}/profile`.
+    pub async fn profile(
+        &self,
+        id: u64,
+        steps: u32,
+    ) -> Result<crate::profile::ProfileStatus, ApiError> {
+        self.json(
+            self.http
+                .post(self.url(&format!("/v1/jobs/{id}/profile")))
+                .json(&crate::profile::ProfileRequest { steps }),
+        )
+        .await
+    }
+
+    /// `GET /v1/jobs/{id}/profile/{request}`.
+    pub async fn profile_status(
+        &self,
+        id: u64,
+        request: i64,
+    ) -> Result<crate::profile::ProfileStatus, ApiError> {
+        self.json(
+            self.http
+                .get(self.url(&format!("/v1/jobs/{id}/profile/{request}"))),
+        )
+        .await
+    }
+
     /// `POST /v1/dashboard-sessions/end`.
     pub async fn end_dashboard_sessions(
         &self,

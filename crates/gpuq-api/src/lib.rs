@@ -6,6 +6,7 @@ pub mod arrays;
 mod client;
 pub mod home;
 pub mod openapi;
+pub mod profile;
 pub mod repro;
 pub mod sessions;
 pub mod spec_file;

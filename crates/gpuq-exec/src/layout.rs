@@ -47,6 +47,11 @@ impl JobDir {
     pub fn session_dir(&self) -> PathBuf {
         self.root.join("session")
     }
+    /// Requests from gpuq to the running job (`gpuq profile`): the daemon's
+    /// directory, readable by the job; the job answers in its outputs.
+    pub fn control_dir(&self) -> PathBuf {
+        self.root.join("control")
+    }
     /// The last `max` bytes of an attempt's log, for classifying failures.
     pub fn log_tail(&self, attempt: u32, max: u64) -> String {
         use std::io::{Read, Seek, SeekFrom};

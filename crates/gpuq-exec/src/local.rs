@@ -82,6 +82,7 @@ impl LocalExecutor {
         env.insert("GPUQ_CHECKPOINT_DIR".into(), path(dir.checkpoints()));
         env.insert("GPUQ_OUTPUT_DIR".into(), path(dir.outputs()));
         env.insert("GPUQ_METRICS_FILE".into(), path(dir.metrics()));
+        env.insert("GPUQ_CONTROL_DIR".into(), path(dir.control_dir()));
         env.insert("GPUQ_URL".into(), self.api_url.clone());
         if let Some(account) = req.run_as {
             env.insert("HOME".into(), account.home.clone());
@@ -130,6 +131,11 @@ impl LocalExecutor {
             std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))
                 .map_err(io_err(&d))?;
         }
+        // The daemon's own, which the job may read (not write): `gpuq profile`'s requests.
+        let control = dir.control_dir();
+        std::fs::create_dir_all(&control).map_err(io_err(&control))?;
+        std::fs::set_permissions(&control, std::fs::Permissions::from_mode(0o755))
+            .map_err(io_err(&control))?;
         if req.session == Some(gpuq_core::session::SessionKind::Notebook) {
             // JupyterLab's socket: in a directory of the job's user alone, which
             // the daemon never follows a link in (see the proxy).

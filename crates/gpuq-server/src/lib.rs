@@ -11,6 +11,7 @@ mod metrics;
 mod mlflow;
 mod notify;
 pub mod pricing;
+mod profile_routes;
 mod rejections;
 mod repro_routes;
 mod routes;
@@ -96,6 +97,8 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/sweeps/:id/cancel", post(sweep_routes::cancel))
         .route("/v1/jobs/:id/rung", post(sweep_routes::rung))
         .route("/v1/jobs/:id/attach", get(sessions::attach::attach))
+        .route("/v1/jobs/:id/profile", post(profile_routes::request))
+        .route("/v1/jobs/:id/profile/:request", get(profile_routes::status))
         .route("/v1/sessions", get(sessions::list))
         .route("/v1/sessions/:id", get(sessions::show))
         .route("/v1/events", get(feed::events))

@@ -374,3 +374,66 @@ fn an_oversized_batch_is_infeasible_not_a_failure() {
         "{shown}"
     );
 }
+
+#[test]
+fn profile_captures_a_running_jobs_next_steps_through_the_sdk() {
+    let d = Daemon::start("none");
+    let train = repo_root().join("examples/pytorch/train.py");
+    let mut c = d.cmd(&[
+        "submit",
+        "--",
+        "python3",
+        train.to_str().unwrap(),
+        "--steps",
+        "1000000",
+        "--ckpt-every",
+        "0",
+        "--log-every",
+        "100",
+    ]);
+    c.env("PATH", venv_path());
+    let id: u64 = stdout(&c.output().unwrap()).trim().parse().unwrap();
+    d.wait_running(id);
+    let out = gpuq(
+        &d,
+        &["profile", &id.to_string(), "--steps", "5", "--json"],
+        Duration::from_secs(180),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(s["done"], true);
+    assert_eq!(s["steps"], 5);
+    assert!(s["summary"].as_str().unwrap().contains("aten::"), "{s}");
+    let trace = s["trace"].as_str().unwrap();
+    assert!(
+        trace.starts_with(d.job_dir(id).join("outputs").to_str().unwrap()),
+        "stored with the job: {trace}"
+    );
+    let events: Value = serde_json::from_str(&std::fs::read_to_string(trace).unwrap()).unwrap();
+    assert!(
+        events["traceEvents"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty()),
+        "a Chrome trace"
+    );
+    d.ok(&["cancel", &id.to_string()]);
+    d.wait(id);
+    // An ended job: exit 2. A job that never asks the SDK: a clear error after the timeout.
+    let out = gpuq(&d, &["profile", &id.to_string()], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let quiet = d.submit(&["--", "sleep", "60"]);
+    d.wait_running(quiet);
+    let out = gpuq(
+        &d,
+        &["profile", &quiet.to_string(), "--timeout", "2s"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("gpuq.should_stop()"),
+        "{}",
+        stderr(&out)
+    );
+    d.ok(&["cancel", &quiet.to_string()]);
+    d.wait(quiet);
+}

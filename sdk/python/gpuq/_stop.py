@@ -82,6 +82,9 @@ def should_stop():
     global _paused_at
     if not _installed:
         install_stop_handler()
+    from ._profile import step as _profile_step
+
+    _profile_step()  # `gpuq profile`: a capture of the next steps, when asked for
     if _stop_requested:
         return True
     from ._env import trial_max_step

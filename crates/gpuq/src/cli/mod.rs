@@ -26,6 +26,7 @@ mod ls;
 mod metrics;
 mod notebook;
 mod prices;
+mod profile;
 mod repro;
 mod requeue;
 mod rerun;
@@ -133,6 +134,8 @@ enum Command {
     Shell(shell::ShellArgs),
     /// What is wrong where jobs run (driver, CUDA, PyTorch, GPUs, /dev/shm, CPUs, data), or with a running job (ID).
     Doctor(doctor::DoctorArgs),
+    /// Capture a torch.profiler trace of a running job's next steps (--steps 20).
+    Profile(profile::ProfileArgs),
     /// Find a training job's fastest settings (batch size, AMP, torch.compile, DataLoader) in short trials.
     Tune(tune::TuneArgs),
     /// Open the web dashboard with a single-use login link (--print-url prints it).
@@ -245,6 +248,7 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Shell(args) => shell::run(&client, args).await,
         Command::Doctor(args) => doctor::run(&client, args).await,
         Command::Tune(args) => tune::run(&client, args).await,
+        Command::Profile(args) => profile::run(&client, args).await,
         Command::Server(_) | Command::Completions(_) | Command::Sim(_) => {
             unreachable!("handled without a client")
         }
