@@ -461,3 +461,29 @@ def test_without_a_step_limit_logging_never_asks_to_stop(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUQ_METRICS_FILE", str(tmp_path / "m.jsonl"))
     gpuq.log(step=10**9, loss=1.0)
     assert not gpuq.should_stop()
+
+
+def test_tune_params_puts_a_trials_knobs_over_the_scripts_defaults(monkeypatch):
+    import gpuq
+
+    defaults = {"batch_size": 256, "amp": "off", "compile": "off", "num_workers": 0,
+                "pin_memory": False, "channels_last": False, "lr": 0.1}
+    monkeypatch.delenv("GPUQ_PARAMS", raising=False)
+    assert gpuq.tune_params(defaults) == defaults
+    monkeypatch.setenv("GPUQ_PARAMS", '{"batch_size": 1024, "amp": "bf16", "num_workers": 2, '
+                                      '"pin_memory": true, "compile": "max-autotune", "lr": 0.5}')
+    got = gpuq.tune_params(defaults)
+    assert got == {"batch_size": 1024, "amp": "bf16", "compile": "max-autotune", "num_workers": 2,
+                   "pin_memory": True, "channels_last": False, "lr": 0.5}
+    assert defaults["batch_size"] == 256, "the defaults are not changed"
+
+
+def test_tune_params_ignores_knobs_of_the_wrong_type(monkeypatch):
+    import gpuq
+
+    defaults = {"batch_size": 256, "amp": "off", "pin_memory": False}
+    monkeypatch.setenv("GPUQ_PARAMS", '{"batch_size": "big", "amp": "fp8", "pin_memory": 3, "num_workers": -1}')
+    assert gpuq.tune_params(defaults) == defaults
+    monkeypatch.setenv("GPUQ_PARAMS", "not json")
+    assert gpuq.tune_params(defaults) == defaults
+    assert gpuq.tune_params() == {}

@@ -47,6 +47,8 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::arrays::ListRow>();
     gen.subschema_for::<crate::web::LoginLink>();
     gen.subschema_for::<crate::sessions::SessionStatus>();
+    gen.subschema_for::<crate::profile::ProfileRequest>();
+    gen.subschema_for::<crate::profile::ProfileStatus>();
     gen.subschema_for::<crate::web::LoginRequest>();
     gen.subschema_for::<crate::web::SessionInfo>();
     gen.subschema_for::<crate::web::LinkInfo>();
@@ -216,6 +218,17 @@ fn session_paths() -> Value {
             "summary": "One job's session, running or not (404 for a job that is not a session)",
             "parameters": [ id ],
             "responses": with_errors("200", json_body(schema_ref("SessionStatus"), "The session"))
+        }},
+        "/v1/jobs/{id}/profile": { "post": {
+            "summary": "Ask a running job (its owner or an admin) for a torch.profiler capture of its next `steps` steps; the job's SDK sees the request in its control directory (GPUQ_CONTROL_DIR) within a second of its next gpuq.should_stop()",
+            "parameters": [ id_param() ],
+            "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("ProfileRequest") } } },
+            "responses": with_errors("200", json_body(schema_ref("ProfileStatus"), "The request, not yet done"))
+        }},
+        "/v1/jobs/{id}/profile/{request}": { "get": {
+            "summary": "A capture's state: done, the trace file in the job's outputs, the top operators as text (read with the job user's rights)",
+            "parameters": [ id_param(), { "name": "request", "in": "path", "required": true, "schema": { "type": "integer" } } ],
+            "responses": with_errors("200", json_body(schema_ref("ProfileStatus"), "The capture"))
         }},
         "/v1/jobs/{id}/attach": { "get": {
             "summary": "A shell's terminal: an HTTP upgrade (`Connection: upgrade`, `Upgrade: gpuq-terminal`) to a byte stream; up: frames [kind u8][length u16 BE][payload] (0: input, 1: rows and columns as two u16 BE), down: the terminal's output. Only the job's user, with their own credentials (not a job's token or a browser session); 503 while the terminal is not up yet, 409 for a job that is not a running shell",
