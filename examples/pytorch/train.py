@@ -46,6 +46,8 @@ def parse_args():
     p.add_argument("--channels-last", action="store_true", help="channels-last memory format (cnn only)")
     p.add_argument("--input-work", type=int, default=0, help="CPU work per batch (augmentation passes), to model input cost")
     p.add_argument("--warmup-steps", type=int, default=3, help="steps left out of samples_per_s (compile, caches)")
+    p.add_argument("--measure-seconds", type=float, default=None,
+                   help="end after this long measured past the warm-up (a `gpuq tune` trial: every batch size gets the same window)")
     args = p.parse_args()
     # `gpuq tune` sets knobs through GPUQ_PARAMS (gpuq.tune_params); the flags are the defaults.
     knobs = gpuq.tune_params({
@@ -207,6 +209,10 @@ def main():
         else:
             timed_steps += 1
 
+        measured_enough = (args.measure_seconds is not None and timed_from is not None and timed_steps > 0
+                           and time.perf_counter() - timed_from >= args.measure_seconds)
+        if measured_enough:
+            args.steps = step  # this is the end of the run
         if step % args.log_every == 0 or step == args.steps:
             loss_value = loss.item()  # synchronises with the GPU
             now = time.perf_counter()

@@ -287,6 +287,12 @@ impl Client {
             .map_err(|e| ApiError::Protocol(format!("the terminal stream did not open: {e}")))
     }
 
+    /// `GET /v1/jobs/{id}/cpu`.
+    pub async fn job_cpu(&self, id: u64) -> Result<crate::JobCpu, ApiError> {
+        self.json(self.http.get(self.url(&format!("/v1/jobs/{id}/cpu"))))
+            .await
+    }
+
     /// `POST /v1/jobs/{id}/profile`.
     pub async fn profile(
         &self,

@@ -108,6 +108,18 @@ pub enum FeedItem {
     Alert(Alert),
 }
 
+/// `GET /v1/jobs/{id}/cpu`: a running job's CPU use (its processes on this node).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct JobCpu {
+    pub job: JobId,
+    /// CPU time over the last second, in percent of one core (200: two cores busy).
+    pub cpu_percent: f64,
+    /// Its processes (its process group and session).
+    pub processes: u32,
+    /// The node's cores.
+    pub cores: u32,
+}
+
 /// `GET /v1/info`
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ServerInfo {

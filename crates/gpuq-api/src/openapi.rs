@@ -49,6 +49,7 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::sessions::SessionStatus>();
     gen.subschema_for::<crate::profile::ProfileRequest>();
     gen.subschema_for::<crate::profile::ProfileStatus>();
+    gen.subschema_for::<crate::JobCpu>();
     gen.subschema_for::<crate::web::LoginRequest>();
     gen.subschema_for::<crate::web::SessionInfo>();
     gen.subschema_for::<crate::web::LinkInfo>();
@@ -224,6 +225,11 @@ fn session_paths() -> Value {
             "parameters": [ id_param() ],
             "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("ProfileRequest") } } },
             "responses": with_errors("200", json_body(schema_ref("ProfileStatus"), "The request, not yet done"))
+        }},
+        "/v1/jobs/{id}/cpu": { "get": {
+            "summary": "A running job's CPU use over one second (its process group and session on this node), for `gpuq doctor ID`; 409 for a job not running here",
+            "parameters": [ id_param() ],
+            "responses": with_errors("200", json_body(schema_ref("JobCpu"), "Its CPU use"))
         }},
         "/v1/jobs/{id}/profile/{request}": { "get": {
             "summary": "A capture's state: done, the trace file in the job's outputs, the top operators as text (read with the job user's rights)",

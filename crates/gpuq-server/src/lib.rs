@@ -98,6 +98,7 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/rung", post(sweep_routes::rung))
         .route("/v1/jobs/:id/attach", get(sessions::attach::attach))
         .route("/v1/jobs/:id/profile", post(profile_routes::request))
+        .route("/v1/jobs/:id/cpu", get(profile_routes::cpu))
         .route("/v1/jobs/:id/profile/:request", get(profile_routes::status))
         .route("/v1/sessions", get(sessions::list))
         .route("/v1/sessions/:id", get(sessions::show))

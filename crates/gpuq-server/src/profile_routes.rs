@@ -2,7 +2,8 @@
 //! `torch.profiler` capture of its next steps (a request file in the job's
 //! control directory, the daemon's own, which the SDK watches); `GET` reads
 //! the answer the job wrote in its outputs (`profiles/profile-<n>.done` and
-//! the summary beside it), with the job user's rights.
+//! the summary beside it), with the job user's rights. And `GET
+//! /v1/jobs/{id}/cpu`, a running job's CPU use, for `gpuq doctor ID`.
 
 use super::identity::Caller;
 use super::routes::{authorize, parse_body, ApiError, ApiResult, AppState};
@@ -142,4 +143,19 @@ fn read_output(path: &std::path::Path, account: Option<&gpuq_exec::RunAs>) -> Op
         }
     };
     Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// `GET /v1/jobs/{id}/cpu`: everyone may see it, as everyone sees the queue.
+pub async fn cpu(
+    State(ctx): State<AppState>,
+    Path(id): Path<JobId>,
+) -> ApiResult<Json<gpuq_api::JobCpu>> {
+    ctx.service.job(id)?;
+    match ctx.service.job_cpu(id).await? {
+        Some(c) => Ok(Json(c)),
+        None => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("job {id} is not running on this node: its CPU use cannot be read here"),
+        )),
+    }
 }

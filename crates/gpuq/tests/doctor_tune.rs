@@ -244,6 +244,50 @@ fn doctor_finds_a_torch_too_new_for_the_driver_and_a_job_off_its_gpu() {
         .unwrap()
         .clone();
     assert_eq!(memory["status"], "ok", "{memory}");
+    // Its GPU at 30% while it sleeps: waiting on something other than its CPU.
+    let find = |r: &Value, id: &str| {
+        r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let idle = find(&look(&d), "input_bound");
+    assert_eq!(idle["status"], "warn", "{idle}");
+    assert!(
+        idle["detail"]
+            .as_str()
+            .unwrap()
+            .contains("waits on something else"),
+        "{idle}"
+    );
+    // A job that keeps a core busy while its GPU idles: input-bound, with its CPU figure.
+    let burn = d.submit(&["--gpus", "1", "--", "sh", "-c", "while :; do :; done"]);
+    d.wait_running(burn);
+    let burning = || {
+        let out = gpuq(
+            &d,
+            &["doctor", &burn.to_string(), "--json"],
+            Duration::from_secs(30),
+        );
+        find(
+            &serde_json::from_str::<Value>(&stdout(&out)).unwrap(),
+            "input_bound",
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || burning()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("input-bound")),
+        "{}",
+        burning()
+    );
+    assert!(burning()["figure"]["cpu_percent"].as_f64().unwrap() >= 50.0);
+    d.ok(&["cancel", &burn.to_string()]);
+    d.wait(burn);
     // Not a running job: exit 2.
     let out = gpuq(&d, &["doctor", "999"], Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));

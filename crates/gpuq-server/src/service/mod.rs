@@ -8,6 +8,7 @@
 pub mod arrays;
 mod backend_events;
 pub mod costs;
+mod cpu;
 mod explain;
 mod housekeeping;
 mod input;

@@ -8,8 +8,10 @@ use gpuq_api::Client;
 use gpuq_core::JobState;
 use serde_json::{json, Value};
 
-/// Utilisation under this, on average, reads as a GPU waiting for input.
+/// Utilisation under this, on average, reads as a GPU waiting.
 const INPUT_BOUND_PERCENT: f64 = 50.0;
+/// A job using this much CPU (percent of one core) or more keeps its CPUs busy.
+const CPU_BUSY_PERCENT: f64 = 90.0;
 /// Memory in use above this share is one larger batch from out-of-memory.
 const MEMORY_FULL: f64 = 0.95;
 
@@ -95,36 +97,13 @@ pub async fn look(client: &Client, id: u64) -> Result<Report, CliError> {
         }
     });
     let usage = detail.gpu_usage.as_ref();
-    match usage.and_then(|u| u.util_avg_percent) {
-        Some(avg) if avg < INPUT_BOUND_PERCENT => checks.push(Check::new(
-            "input_bound",
-            "Is it input-bound",
-            "warn",
-            json!(avg),
-            format!(
-                "its GPUs averaged {avg:.0}% busy (peak {:.0}%): they wait for data most of the time",
-                usage.and_then(|u| u.util_peak_percent).unwrap_or(avg)
-            ),
-            "raise DataLoader num_workers (about the CPU cores per GPU), set pin_memory=True and persistent_workers=True, \
-             move decoding and augmentation to the GPU, or cache the data set on local disk; `gpuq tune` measures these",
-        )),
-        Some(avg) => checks.push(Check::new(
-            "input_bound",
-            "Is it input-bound",
-            "ok",
-            json!(avg),
-            format!("its GPUs averaged {avg:.0}% busy"),
-            "",
-        )),
-        None => checks.push(Check::new(
-            "input_bound",
-            "Is it input-bound",
-            "skip",
-            Value::Null,
-            "no utilisation reading for the job yet".into(),
-            "",
-        )),
-    }
+    // The job's CPU use over a second (its processes on this node).
+    let cpu = client.job_cpu(id).await.ok();
+    checks.push(input_bound(
+        usage.and_then(|u| u.util_avg_percent),
+        usage.and_then(|u| u.util_peak_percent),
+        cpu.as_ref(),
+    ));
     let fullest = gpus
         .iter()
         .filter_map(|g| {
@@ -169,4 +148,54 @@ pub async fn look(client: &Client, id: u64) -> Result<Report, CliError> {
         job: id,
         checks,
     })
+}
+
+/// Input-bound: its GPUs mostly idle while its CPUs are busy (making batches);
+/// both idle is waiting on something else (storage, the network, a lock).
+fn input_bound(avg: Option<f64>, peak: Option<f64>, cpu: Option<&gpuq_api::JobCpu>) -> Check {
+    let title = "Is it input-bound";
+    let cpu_text = |c: &gpuq_api::JobCpu| {
+        format!(
+            "its {} process(es) use {:.0}% CPU ({:.1} of {} cores)",
+            c.processes,
+            c.cpu_percent,
+            c.cpu_percent / 100.0,
+            c.cores
+        )
+    };
+    match (avg, cpu) {
+        (None, _) => Check::new("input_bound", title, "skip", Value::Null, "no utilisation reading for the job yet".into(), ""),
+        (Some(a), _) if a >= INPUT_BOUND_PERCENT => Check::new(
+            "input_bound",
+            title,
+            "ok",
+            json!({"gpu_util_avg": a, "cpu_percent": cpu.map(|c| c.cpu_percent)}),
+            format!("its GPUs averaged {a:.0}% busy{}", cpu.map(|c| format!("; {}", cpu_text(c))).unwrap_or_default()),
+            "",
+        ),
+        (Some(a), Some(c)) if c.cpu_percent >= CPU_BUSY_PERCENT => Check::new(
+            "input_bound",
+            title,
+            "warn",
+            json!({"gpu_util_avg": a, "cpu_percent": c.cpu_percent}),
+            format!(
+                "input-bound: its GPUs averaged {a:.0}% busy (peak {:.0}%) while {}: the GPUs wait for batches",
+                peak.unwrap_or(a),
+                cpu_text(c)
+            ),
+            "raise DataLoader num_workers (about the CPU cores per GPU), set pin_memory=True and persistent_workers=True, \
+             move decoding and augmentation to the GPU, or cache the data set; `gpuq tune` measures these",
+        ),
+        (Some(a), c) => Check::new(
+            "input_bound",
+            title,
+            "warn",
+            json!({"gpu_util_avg": a, "cpu_percent": c.map(|c| c.cpu_percent)}),
+            format!(
+                "its GPUs averaged {a:.0}% busy{}: it waits on something else",
+                c.map(|c| format!(" and {}", cpu_text(c))).unwrap_or_default()
+            ),
+            "look for reads from slow storage or the network, a lock, or a sleep in the loop (`gpuq profile ID` shows where the time goes)",
+        ),
+    }
 }
