@@ -295,41 +295,35 @@ impl Service {
                     _ => None,
                 }
             };
+            let alert = |message: String| NewAlert {
+                at: now,
+                kind: AlertKind::SessionIdle,
+                job: Some(id),
+                user: Some(user.clone()),
+                gpu: None,
+                message,
+            };
             match decision {
                 Some(IdleDecision::Warn {
                     idle_since,
                     stop_at,
-                }) => self.raise(vec![NewAlert {
-                    at: now,
-                    kind: AlertKind::SessionIdle,
-                    job: Some(id),
-                    user: Some(user.clone()),
-                    gpu: None,
-                    message: format!(
-                        "{} (job {id}) idle for {}: {}; it stops in {} unless used",
-                        describe(session.kind),
-                        span(now - idle_since),
-                        idle_rule(threshold),
-                        span(stop_at - now),
-                    ),
-                }]),
+                }) => self.raise(vec![alert(format!(
+                    "{} (job {id}) idle for {}: {}; it stops in {} unless used",
+                    describe(session.kind),
+                    span(now - idle_since),
+                    idle_rule(threshold),
+                    span(stop_at - now),
+                ))]),
                 Some(IdleDecision::Stop { idle_since }) => {
                     let why = format!(
                         "idle for {} ({})",
                         span(now - idle_since),
                         idle_rule(threshold)
                     );
-                    self.raise(vec![NewAlert {
-                        at: now,
-                        kind: AlertKind::SessionIdle,
-                        job: Some(id),
-                        user: Some(user.clone()),
-                        gpu: None,
-                        message: format!(
-                            "{} (job {id}) stopped: {why}; its GPUs are free",
-                            describe(session.kind)
-                        ),
-                    }]);
+                    self.raise(vec![alert(format!(
+                        "{} (job {id}) stopped: {why}; its GPUs are free",
+                        describe(session.kind)
+                    ))]);
                     self.stop(id, StopCause::Idle { why });
                 }
                 _ => {}

@@ -68,7 +68,8 @@ impl SessionArgs {
     }
 }
 
-/// Submits the session with the caller's directory and environment.
+/// Submits a job gpuq itself composed (a session, a doctor's or a tune's
+/// trial) with the caller's directory and environment, no repro capture.
 pub async fn submit(client: &Client, spec: JobSpec) -> Result<Job, CliError> {
     let (cwd, env) = super::submit::submitter_context()?;
     let req = gpuq_api::SubmitRequest {

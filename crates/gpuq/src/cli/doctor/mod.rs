@@ -197,17 +197,7 @@ async fn node(client: &Client, args: &DoctorArgs) -> Result<Report, CliError> {
         gpus: args.gpus,
         ..Default::default()
     };
-    let (cwd, env) = super::submit::submitter_context()?;
-    let job = client
-        .submit(&gpuq_api::SubmitRequest {
-            spec,
-            cwd,
-            env,
-            user: gpuq_api::home::current_user(),
-            idempotency_key: None,
-            repro: None,
-        })
-        .await?;
+    let job = super::session_args::submit(client, spec).await?;
     errln!("gpuq doctor: checking in job {}", job.id);
     let end = loop {
         let j = client.wait(job.id, 60).await?;
