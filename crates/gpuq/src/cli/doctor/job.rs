@@ -10,8 +10,9 @@ use serde_json::{json, Value};
 
 /// Utilisation under this, on average, reads as a GPU waiting.
 const INPUT_BOUND_PERCENT: f64 = 50.0;
-/// A job using this much CPU (percent of one core) or more keeps its CPUs busy.
-const CPU_BUSY_PERCENT: f64 = 90.0;
+/// A job using this much CPU (percent of one core) or more keeps its CPUs busy
+/// (half a core: on a shared node a saturated loop may get no more).
+const CPU_BUSY_PERCENT: f64 = 50.0;
 /// Memory in use above this share is one larger batch from out-of-memory.
 const MEMORY_FULL: f64 = 0.95;
 
