@@ -34,6 +34,17 @@ fn gpuq(d: &Daemon, args: &[&str], limit: Duration) -> std::process::Output {
     output_within(&mut c, limit).expect("gpuq ends")
 }
 
+/// The check `id` of a doctor's report.
+fn check_of(report: &Value, id: &str) -> Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} check in {report}"))
+        .clone()
+}
+
 const IDS: [&str; 9] = [
     "node_gpus",
     "driver",
@@ -82,15 +93,7 @@ fn doctor_runs_its_checks_as_a_job_and_says_there_is_no_gpu_plainly() {
             "{c}"
         );
     }
-    let check = |id: &str| {
-        r["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap()
-            .clone()
-    };
+    let check = |id: &str| check_of(&r, id);
     assert_eq!(check("node_gpus")["status"], "warn");
     assert!(check("node_gpus")["detail"]
         .as_str()
@@ -163,15 +166,7 @@ fn doctor_finds_a_torch_too_new_for_the_driver_and_a_job_off_its_gpu() {
     );
     assert_eq!(out.status.code(), Some(1), "a failure: {}", stderr(&out));
     let r: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let check = |id: &str| {
-        r["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap()
-            .clone()
-    };
+    let check = |id: &str| check_of(&r, id);
     assert_eq!(check("nvml_driver")["status"], "ok", "{r}");
     let cuda = check("torch_cuda");
     assert_eq!(cuda["status"], "fail", "{cuda}");
@@ -200,15 +195,7 @@ fn doctor_finds_a_torch_too_new_for_the_driver_and_a_job_off_its_gpu() {
         );
         serde_json::from_str::<Value>(&stdout(&out)).unwrap()
     };
-    let on_gpu = |r: &Value| {
-        r["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == "on_gpu")
-            .unwrap()
-            .clone()
-    };
+    let on_gpu = |r: &Value| check_of(r, "on_gpu");
     let r = look(&d);
     assert_eq!(on_gpu(&r)["status"], "fail", "{r}");
     assert!(on_gpu(&r)["detail"]
@@ -236,25 +223,10 @@ fn doctor_finds_a_torch_too_new_for_the_driver_and_a_job_off_its_gpu() {
     assert!(eventually(Duration::from_secs(10), || on_gpu(&look(&d))
         ["status"]
         == "ok"));
-    let memory = look(&d)["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "gpu_memory")
-        .unwrap()
-        .clone();
+    let memory = check_of(&look(&d), "gpu_memory");
     assert_eq!(memory["status"], "ok", "{memory}");
     // Its GPU at 30% while it sleeps: waiting on something other than its CPU.
-    let find = |r: &Value, id: &str| {
-        r["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap()
-            .clone()
-    };
-    let idle = find(&look(&d), "input_bound");
+    let idle = check_of(&look(&d), "input_bound");
     assert_eq!(idle["status"], "warn", "{idle}");
     assert!(
         idle["detail"]
@@ -272,7 +244,7 @@ fn doctor_finds_a_torch_too_new_for_the_driver_and_a_job_off_its_gpu() {
             &["doctor", &burn.to_string(), "--json"],
             Duration::from_secs(30),
         );
-        find(
+        check_of(
             &serde_json::from_str::<Value>(&stdout(&out)).unwrap(),
             "input_bound",
         )

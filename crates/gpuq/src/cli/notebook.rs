@@ -3,6 +3,7 @@
 //! and opens it once JupyterLab answers.
 
 use super::session_args::SessionArgs;
+use super::submit::is_executable;
 use super::{CliError, CmdResult};
 use gpuq_api::Client;
 use gpuq_core::session::SessionKind;
@@ -59,11 +60,6 @@ fn find_jupyter(asked: Option<&Path>) -> Result<PathBuf, CliError> {
         )));
     }
     Ok(path)
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Runs `jupyter-lab --version`: an environment whose JupyterLab is broken

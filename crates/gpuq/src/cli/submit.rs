@@ -194,8 +194,8 @@ fn param_value(text: &str) -> serde_json::Value {
     }
 }
 
-/// A program named like a spec file (`./make.json`) may still be run with arguments.
-fn is_executable(path: &str) -> bool {
+/// An executable regular file (a program named like a spec file, `./make.json`, may still be run).
+pub fn is_executable(path: impl AsRef<std::path::Path>) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
