@@ -248,12 +248,15 @@ fn metrics_and_compare_draw_in_a_real_terminal_and_end_quietly_on_a_pipe() {
         return;
     };
     assert!(t.shows("loss: latest 501 at step 499"), "{}", t.screen());
+    // The header comes before the chart's rows: wait until they are drawn.
+    let drawn = |s: &str| s.lines().filter(|l| l.contains('│')).count() >= 10;
+    assert!(
+        eventually(Duration::from_secs(10), || drawn(&t.screen())),
+        "{}",
+        t.screen()
+    );
     let screen = t.screen();
     assert!(screen.contains("step 499"), "{screen}");
-    assert!(
-        screen.lines().filter(|l| l.contains('│')).count() >= 10,
-        "{screen}"
-    );
     assert!(screen.lines().all(|l| l.chars().count() <= 120), "{screen}");
     drop(t);
     let (a, b) = (a.to_string(), b.to_string());
