@@ -17,6 +17,7 @@ pub mod idle;
 pub mod job;
 pub mod limits;
 pub mod memsize;
+pub mod pyenv;
 pub mod scheduler;
 pub mod session;
 pub mod signal;

@@ -140,6 +140,9 @@ pub struct PendingJob {
     pub eligible_at: Option<Millis>,
     /// Waits while `limit` jobs of its group run (a job array's `%N`).
     pub group: Option<JobGroup>,
+    /// Waits on something outside the scheduler (its environment is being
+    /// built): what, in words. It starts once this is cleared.
+    pub waits_on: Option<Arc<str>>,
 }
 
 impl PendingJob {
@@ -240,6 +243,8 @@ pub enum WaitReason {
     Dependency(JobId),
     Held,
     Drained,
+    /// Waits on something outside the scheduler ([`PendingJob::waits_on`]).
+    Outside(Arc<str>),
     /// A retry waiting out its back-off.
     BackOff {
         until: Millis,

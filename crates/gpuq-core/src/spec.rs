@@ -138,6 +138,16 @@ pub struct JobSpec {
     /// through the daemon, or a shell on a terminal, stopped when idle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<crate::session::SessionSpec>,
+    /// The Python environment the job runs in, built once per key with uv and cached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<crate::pyenv::PythonSpec>,
+    /// A script run once when the environment is built (after its requirements),
+    /// in the job's directory with the environment active (`pip` is uv's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<String>,
+    /// A container image to run the job in, with podman.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// MLflow's limits on a param: its key and its value as text.
@@ -318,6 +328,7 @@ impl JobSpec {
         if let Some(session) = &self.session {
             session.validate(self)?;
         }
+        crate::pyenv::validate(self)?;
         if self.after.len() > limits::MAX_AFTER {
             return Err(SpecError::new(
                 "after",

@@ -446,6 +446,7 @@ fn pending_of(id: JobId, j: &TraceJob, users: &[Arc<str>], submit: Millis) -> Pe
         gpu_type: None,
         gpu_mem_mib: None,
         group: None,
+        waits_on: None,
     }
 }
 

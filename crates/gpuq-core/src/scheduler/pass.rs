@@ -95,6 +95,10 @@ pub(super) fn run<'p>(
                 continue;
             }
         };
+        if let Some(what) = &job.waits_on {
+            why(job.id, WaitReason::Outside(Arc::clone(what)));
+            continue;
+        }
         if input.drained || job.held || job.eligible_at.is_some_and(|t| t > input.now) {
             let reason = match (input.drained, job.held, job.eligible_at) {
                 (_, true, _) => WaitReason::Held,

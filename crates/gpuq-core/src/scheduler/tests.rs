@@ -71,6 +71,7 @@ impl Scenario {
             gpu_type: None,
             gpu_mem_mib: None,
             group: None,
+            waits_on: None,
         };
         f(&mut job);
         self.pending.push(job);

@@ -105,6 +105,7 @@ impl Service {
                     None => format!("is held by {by}; `gpuq release {id}` lets it start"),
                 }
             }
+            WaitReason::Outside(what) => format!("waits: {what}"),
             WaitReason::Drained => {
                 "waits: the queue is drained for maintenance; `gpuq undrain` starts jobs again"
                     .into()

@@ -897,6 +897,7 @@ fn pending_of(job: &Job) -> PendingJob {
         gpu_type: job.spec.gpu_type.as_deref().map(Arc::from),
         gpu_mem_mib: job.spec.gpu_mem.map(|m| m.mib()),
         group: arrays::group_of(job),
+        waits_on: None,
     }
 }
 
@@ -917,5 +918,6 @@ fn pending_probe() -> PendingJob {
         gpu_type: None,
         gpu_mem_mib: None,
         group: None,
+        waits_on: None,
     }
 }

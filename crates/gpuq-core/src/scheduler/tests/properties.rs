@@ -88,6 +88,7 @@ proptest! {
                     gpu_mem_mib: None,
                     // Two arrays: at most 1 and at most 2 of their tasks at once.
                     group: (pick % 3 != 0).then(|| JobGroup { id: 1000 + (pick % 2) as u64, limit: 1 + (pick % 2) as u32 }),
+                    waits_on: None,
                 };
                 asked.insert(next_id, job.clone());
                 class.insert(next_id, (classes[pick as usize % 3], pick % 5 < 2));
@@ -199,7 +200,7 @@ proptest! {
         // The head arrives at t=0 and can start, at the latest, when every job running then has ended.
         let deadline = running.iter().filter_map(|r| r.ends_by).max().unwrap_or(0);
         let head = PendingJob { id: 1, user: "u".into(), project: None, priority: Priority::Normal,
-            submitted_at: 0, gpus: 4, nodes: None, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None };
+            submitted_at: 0, gpus: 4, nodes: None, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None , waits_on: None};
         let mut pending = vec![head];
         let mut head_started = None;
         for (t, (g, limit)) in stream.iter().enumerate() {
@@ -207,7 +208,7 @@ proptest! {
             running.retain(|r| r.ends_by.is_none_or(|e| e > now));
             pending.push(PendingJob { id: 10 + t as u64, user: "u".into(), project: None,
                 priority: Priority::Normal, submitted_at: now + 1, gpus: *g, nodes: None, time_limit_ms: Some(*limit as u64),
-                after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None });
+                after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None , waits_on: None});
             let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false, policy: &policy };
             for d in schedule(&input, &pending) {
                 if let Decision::Start { job, placement } = d {
