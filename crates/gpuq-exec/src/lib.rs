@@ -5,6 +5,8 @@
 //! daemon restart and its end is never missed.
 
 pub mod backend;
+pub mod container;
+pub mod envbuild;
 pub mod layout;
 pub mod local;
 mod local_backend;

@@ -53,6 +53,9 @@ pub struct LaunchRequest<'a> {
     /// What kind of interactive session the job is, if it is one: a shell runs
     /// on a terminal; a notebook gets a private directory for its socket.
     pub session: Option<gpuq_core::session::SessionKind>,
+    /// The job runs in this podman container (its argv is podman's): the
+    /// supervisor removes it when the attempt ends.
+    pub container: Option<String>,
 }
 
 impl LocalExecutor {
@@ -237,6 +240,9 @@ impl LocalExecutor {
         cmd.arg("--env-from-stdin");
         if req.session == Some(gpuq_core::session::SessionKind::Shell) {
             cmd.arg("--terminal");
+        }
+        if let Some(name) = &req.container {
+            cmd.arg("--container").arg(name);
         }
         // The supervisor enters the job's directory itself, with the job's rights:
         // root never enters a directory on a user's behalf.

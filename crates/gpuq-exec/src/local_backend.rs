@@ -80,6 +80,11 @@ impl Backend for LocalBackend {
             run_as: launch.run_as.as_ref(),
             share_gid: launch.share_gid,
             session: launch.spec.session.as_ref().map(|s| s.kind),
+            container: launch
+                .spec
+                .image
+                .as_ref()
+                .map(|_| crate::container::container_name(launch.job, launch.attempt)),
         };
         let mut cmd = self.executor.prepare(&req).map_err(|e| e.to_string())?;
         let mut child = cmd.spawn().map_err(|e| e.to_string())?;

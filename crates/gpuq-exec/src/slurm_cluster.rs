@@ -253,6 +253,7 @@ impl Shared {
             run_as: launch.run_as.as_ref(),
             share_gid: launch.share_gid,
             session: None,
+            container: None,
         };
         self.contract
             .prepare_files(&req)

@@ -152,6 +152,9 @@ pub struct Supervision<'a> {
     /// Run the job on a pseudo-terminal served on the attempt's terminal socket
     /// (`gpuq shell`), instead of with no input.
     pub terminal: bool,
+    /// The job runs in this podman container (its argv is podman's, up to
+    /// `run`): removed after the job ends, so nothing of it outlives a SIGKILL.
+    pub container: Option<String>,
 }
 
 pub fn supervise(s: Supervision<'_>) -> i32 {
@@ -198,10 +201,12 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
         // job and everything it started at once.
         cmd.stdin(Stdio::null()).process_group(0);
     }
+    let mut job_env = None;
     if s.env_from_stdin {
         match read_environment() {
             Ok(env) => {
-                cmd.env_clear().envs(env);
+                cmd.env_clear().envs(&env);
+                job_env = Some(env);
             }
             Err(e) => {
                 say!("gpuq supervisor: cannot read the job's environment: {e}");
@@ -286,6 +291,9 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
                 t.finish();
                 let _ = std::fs::remove_file(s.dir.terminal_socket(attempt));
             }
+            if let Some(name) = &s.container {
+                remove_container(s.argv, name, job_env.as_ref(), s.credentials.as_ref());
+            }
             let _ = dir.remove(&pgid_file_name(attempt));
             ExitRecord {
                 exit_code: status.and_then(|s| s.code()),
@@ -296,6 +304,45 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
         }
     };
     finish(&dir, attempt, record)
+}
+
+/// Removes the attempt's container with the job's rights: SIGKILL reaches
+/// podman's client, not the container (conmon keeps it), so it is removed here.
+fn remove_container(
+    argv: &[String],
+    name: &str,
+    env: Option<&std::collections::BTreeMap<String, String>>,
+    credentials: Option<&Credentials>,
+) {
+    let Some(run) = argv.iter().position(|a| a == "run") else {
+        return;
+    };
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..run])
+        .args(["rm", "--force", "--time", "0", name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    if let Some(env) = env {
+        cmd.env_clear().envs(env);
+    }
+    let credentials = credentials.cloned();
+    // SAFETY: as for the job: async-signal-safe calls on data captured before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(c) = &credentials {
+                if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
+                    || libc::setgid(c.gid) != 0
+                    || libc::setuid(c.uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    if let Err(e) = cmd.status() {
+        say!("gpuq supervisor: cannot remove the container {name}: {e}");
+    }
 }
 
 /// Makes `cwd` the supervisor's working directory (the job inherits it), entered

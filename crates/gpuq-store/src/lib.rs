@@ -5,6 +5,7 @@
 //! event row, before the daemon carries out its side effect.
 
 mod arrays;
+pub mod envs;
 mod feed;
 mod repro;
 mod schema;

@@ -232,6 +232,26 @@ CREATE TABLE web_sessions (
     expires_at INTEGER NOT NULL
 );
 "#,
+    // Cached Python environments (issue 19): one row per key. `state` is
+    // `building`, `ready` or `failed`; only a `ready` row's directory is ever
+    // used, so a build cut short (a killed daemon or builder) is never run in.
+    r#"
+CREATE TABLE envs (
+    key          TEXT PRIMARY KEY,
+    user         TEXT NOT NULL,
+    uid          INTEGER,
+    state        TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    python       TEXT,
+    packages     TEXT,
+    size_bytes   INTEGER NOT NULL DEFAULT 0,
+    builds       INTEGER NOT NULL DEFAULT 0,
+    error        TEXT,
+    created_at   INTEGER NOT NULL,
+    built_at     INTEGER,
+    last_used_at INTEGER NOT NULL
+);
+"#,
 ];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is

@@ -7,8 +7,11 @@ use clap::Parser;
 fn main() {
     // The supervisor runs once per attempt: keep it off clap and tokio, it must start fast.
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("__supervise") {
-        std::process::exit(supervise_main(&args[2..]));
+    match args.get(1).map(String::as_str) {
+        Some("__supervise") => std::process::exit(supervise_main(&args[2..])),
+        Some("__env-build") => std::process::exit(env_build_main()),
+        Some("__env-remove") => std::process::exit(env_remove_main(&args[2..])),
+        _ => {}
     }
     let cli = cli::Cli::parse();
     std::process::exit(cli::main(cli));
@@ -21,6 +24,7 @@ fn supervise_main(args: &[String]) -> i32 {
     let mut env_from_stdin = false;
     let mut terminal = false;
     let mut cwd = None;
+    let mut container = None;
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut rest = args;
     while let Some((flag, tail)) = rest.split_first() {
@@ -28,6 +32,7 @@ fn supervise_main(args: &[String]) -> i32 {
             "--job-dir" => job_dir = tail.first().cloned(),
             "--attempt" => attempt = tail.first().and_then(|a| a.parse::<u32>().ok()),
             "--cwd" => cwd = tail.first().map(std::path::PathBuf::from),
+            "--container" => container = tail.first().cloned(),
             "--env-from-stdin" => {
                 env_from_stdin = true;
                 rest = tail;
@@ -76,5 +81,26 @@ fn supervise_main(args: &[String]) -> i32 {
         credentials,
         cwd: cwd.as_deref(),
         terminal,
+        container,
     })
+}
+
+/// `gpuq __env-build` (internal): builds a Python environment; stdin is its ticket.
+fn env_build_main() -> i32 {
+    gpuq_exec::envbuild::build_main()
+}
+
+/// `gpuq __env-remove PATH [--uid U --gid G]` (internal): removes a retired environment as its owner.
+fn env_remove_main(args: &[String]) -> i32 {
+    let Some(path) = args.first().map(std::path::PathBuf::from) else {
+        eprintln!("gpuq __env-remove is internal: it is started by the daemon");
+        return 2;
+    };
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse::<u32>().ok())
+    };
+    gpuq_exec::envbuild::remove_main(&path, flag("--uid"), flag("--gid"))
 }

@@ -1,0 +1,197 @@
+//! Running a job in a container with podman: the command line that puts the
+//! job contract inside (its directories mounted at the same paths, its
+//! variables passed by name, its GPUs), run as the job's user (rootless, its
+//! uid mapped to itself inside).
+
+use crate::layout::JobDir;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// How podman is run on this node (from the daemon's config).
+#[derive(Debug, Clone)]
+pub struct Podman {
+    pub program: PathBuf,
+    /// Before `run` (e.g. `--runtime runc`).
+    pub global_args: Vec<String>,
+    /// After `run`, before the image (e.g. `--ulimit nofile=1024:1024`).
+    pub run_args: Vec<String>,
+}
+
+/// NVIDIA's container toolkit writes its CDI spec to one of these.
+const CDI_SPECS: &[&str] = &[
+    "/etc/cdi/nvidia.yaml",
+    "/etc/cdi/nvidia.json",
+    "/var/run/cdi/nvidia.yaml",
+    "/var/run/cdi/nvidia.json",
+];
+
+/// The GPUs go in through CDI when the NVIDIA container toolkit set it up.
+pub fn cdi_available() -> bool {
+    CDI_SPECS.iter().any(|p| Path::new(p).is_file())
+}
+
+/// The container's name for one attempt (so it can be removed after the attempt).
+pub fn container_name(job: u64, attempt: u32) -> String {
+    format!("gpuq-{job}-{attempt}")
+}
+
+/// Everything the wrapper needs about one attempt.
+pub struct ContainerJob<'a> {
+    pub job: u64,
+    pub attempt: u32,
+    pub image: &'a str,
+    pub argv: &'a [String],
+    pub cwd: &'a str,
+    pub dir: &'a JobDir,
+    /// The host indices of its GPUs.
+    pub gpus: &'a [u32],
+    /// Names of the variables to pass in (their values come from podman's own
+    /// environment, so no value is ever on a command line).
+    pub pass: Vec<String>,
+    /// Runs as a user other than root (rootless: keep the uid inside).
+    pub rootless: bool,
+    pub cdi: bool,
+}
+
+/// The podman command line for the job, and variables to set for it (inside
+/// values that differ from the host's: the GPUs' indices under CDI).
+pub fn wrap(p: &Podman, c: &ContainerJob<'_>) -> (Vec<String>, BTreeMap<String, String>) {
+    let mut argv: Vec<String> = vec![p.program.to_string_lossy().into_owned()];
+    argv.extend(p.global_args.iter().cloned());
+    argv.extend(
+        [
+            "run",
+            "--rm",
+            "--name",
+            &container_name(c.job, c.attempt),
+            // The daemon's API, MLflow's and NCCL's peers are on the host's network.
+            "--network",
+            "host",
+            "--pull",
+            "never",
+        ]
+        .map(String::from),
+    );
+    if c.rootless {
+        argv.extend(["--userns", "keep-id"].map(String::from));
+    }
+    let mut extra = BTreeMap::new();
+    if c.cdi {
+        for g in c.gpus {
+            argv.push("--device".into());
+            argv.push(format!("nvidia.com/gpu={g}"));
+        }
+        // Inside, CDI's devices are numbered from 0.
+        let inside: Vec<String> = (0..c.gpus.len()).map(|i| i.to_string()).collect();
+        extra.insert(
+            "GPUQ_CONTAINER_CUDA_VISIBLE_DEVICES".into(),
+            inside.join(","),
+        );
+    }
+    let mount = |argv: &mut Vec<String>, path: &Path, ro: bool| {
+        let p = path.to_string_lossy();
+        argv.push("--volume".into());
+        argv.push(format!("{p}:{p}{}", if ro { ":ro" } else { "" }));
+    };
+    mount(&mut argv, Path::new(c.cwd), false);
+    mount(&mut argv, &c.dir.checkpoints(), false);
+    mount(&mut argv, &c.dir.outputs(), false);
+    mount(&mut argv, &c.dir.metrics(), false);
+    mount(&mut argv, &c.dir.control_dir(), true);
+    argv.push("--workdir".into());
+    argv.push(c.cwd.to_string());
+    for name in &c.pass {
+        argv.push("--env".into());
+        if c.cdi && name == "CUDA_VISIBLE_DEVICES" {
+            argv.push(format!(
+                "CUDA_VISIBLE_DEVICES={}",
+                extra["GPUQ_CONTAINER_CUDA_VISIBLE_DEVICES"]
+            ));
+        } else {
+            argv.push(name.clone());
+        }
+    }
+    argv.extend(p.run_args.iter().cloned());
+    argv.push(c.image.to_string());
+    argv.extend(c.argv.iter().cloned());
+    (argv, extra)
+}
+
+/// The job contract's variables that go into a container: gpuq's own, CUDA's,
+/// MLflow's, the spec's, and a few a training script commonly reads.
+pub fn passed_names(
+    env: &BTreeMap<String, String>,
+    spec_env: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let contract = |k: &str| {
+        k.starts_with("GPUQ_")
+            || k.starts_with("CUDA_")
+            || k.starts_with("MLFLOW_")
+            || k.starts_with("NCCL_")
+            || matches!(
+                k,
+                "PYTHONHASHSEED"
+                    | "MASTER_ADDR"
+                    | "MASTER_PORT"
+                    | "NNODES"
+                    | "NODE_RANK"
+                    | "JUPYTER_TOKEN"
+            )
+    };
+    env.keys()
+        .filter(|k| contract(k) || spec_env.contains_key(*k))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_contract_goes_in_by_name_and_the_directories_at_their_paths() {
+        let dir = JobDir::new(Path::new("/data"), 7);
+        let p = Podman {
+            program: "/usr/bin/podman".into(),
+            global_args: vec!["--runtime".into(), "runc".into()],
+            run_args: vec!["--ulimit".into(), "nofile=1024:1024".into()],
+        };
+        let argv = ["python".to_string(), "train.py".into()];
+        let mut env = BTreeMap::new();
+        env.insert("GPUQ_TOKEN".into(), "secret".into());
+        env.insert("CUDA_VISIBLE_DEVICES".into(), "2,3".into());
+        env.insert("HOME".into(), "/home/a".into());
+        env.insert("LR".into(), "0.1".into());
+        let spec_env: BTreeMap<_, _> = [("LR".to_string(), "0.1".to_string())].into();
+        let c = ContainerJob {
+            job: 7,
+            attempt: 2,
+            image: "localhost/train:1",
+            argv: &argv,
+            cwd: "/home/a/proj",
+            dir: &dir,
+            gpus: &[2, 3],
+            pass: passed_names(&env, &spec_env),
+            rootless: true,
+            cdi: false,
+        };
+        let (cmd, extra) = wrap(&p, &c);
+        let line = cmd.join(" ");
+        assert!(
+            line.starts_with("/usr/bin/podman --runtime runc run --rm --name gpuq-7-2"),
+            "{line}"
+        );
+        assert!(line.contains("--userns keep-id"));
+        assert!(line.contains("--volume /home/a/proj:/home/a/proj"));
+        assert!(line.contains("--volume /data/jobs/7/checkpoints:/data/jobs/7/checkpoints"));
+        assert!(line.contains("--workdir /home/a/proj"));
+        assert!(line.contains("--env GPUQ_TOKEN --env LR"), "{line}");
+        assert!(!line.contains("secret") && !line.contains("HOME"), "{line}");
+        assert!(line.ends_with("--ulimit nofile=1024:1024 localhost/train:1 python train.py"));
+        assert!(extra.is_empty());
+        let (cmd, _) = wrap(&p, &ContainerJob { cdi: true, ..c });
+        let line = cmd.join(" ");
+        assert!(line.contains("--device nvidia.com/gpu=2 --device nvidia.com/gpu=3"));
+        assert!(line.contains("--env CUDA_VISIBLE_DEVICES=0,1"), "{line}");
+    }
+}
