@@ -134,6 +134,26 @@ pub struct RuntimeInfo {
     pub cuda_version: Option<String>,
     /// When the attempt started (epoch ms).
     pub captured_at: i64,
+    /// The cached Python environment or the container image it ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<RuntimeEnvironment>,
+}
+
+/// What an attempt's software was: its environment's key and exact packages, or its image.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RuntimeEnvironment {
+    /// The cached environment's key (`gpuq envs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Its interpreter's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    /// `name==version`, as `uv pip freeze` listed them after the build.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<String>,
+    /// The container image, for a container job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// One GPU of an attempt.

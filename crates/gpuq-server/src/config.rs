@@ -63,6 +63,19 @@
 //! [sessions]
 //! idle_util_percent = 5          # a notebook's or shell's GPU at or above this is in use
 //!
+//! [envs]                         # cached Python environments (`python:` in a spec)
+//! uv = "/usr/local/bin/uv"       # default: uv on the daemon's PATH, else the user's
+//! dir = "/shared/gpuq-envs"      # default $GPUQ_HOME/envs; on Slurm a shared filesystem
+//! max_size = "100G"              # least recently used ones no job needs go beyond it
+//! shared = false                 # true: one lab-wide, read-only cache (keyed without the user)
+//! build_timeout = "1h"
+//! max_parallel_builds = 2
+//!
+//! [containers]                   # container jobs (`image:` in a spec), run with podman
+//! podman = "podman"
+//! global_args = ["--runtime", "runc"]
+//! run_args = ["--ulimit", "nofile=1024:1024"]
+//!
 //! backend = "slurm"             # top level: run jobs through Slurm (default: local)
 //! [slurm]
 //! partition = "gpu"             # sbatch defaults
@@ -125,6 +138,86 @@ pub struct Config {
     pub slurm: SlurmConfig,
     #[serde(default)]
     pub sessions: SessionsConfig,
+    #[serde(default)]
+    pub envs: EnvsConfig,
+    #[serde(default)]
+    pub containers: ContainersConfig,
+}
+
+/// `[envs]`: cached Python environments, built with uv as the job's user.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvsConfig {
+    /// The uv executable; default: `uv` on the daemon's PATH, else on the user's.
+    pub uv: Option<String>,
+    /// Where environments are kept; default `$GPUQ_HOME/envs`. On Slurm, a
+    /// directory every node sees at the same path.
+    pub dir: Option<String>,
+    /// The cache's size cap; least recently used environments no queued or
+    /// running job needs are removed beyond it.
+    #[serde(default = "default_envs_max_size")]
+    pub max_size: gpuq_core::MemSize,
+    /// One lab-wide cache: an environment is keyed without its user, built by
+    /// the first user who asks and readable (not writable) by everyone.
+    #[serde(default)]
+    pub shared: bool,
+    /// A build running longer than this is stopped and fails its jobs.
+    #[serde(default = "default_build_timeout")]
+    pub build_timeout: DurationSpec,
+    /// Builds at once.
+    #[serde(default = "default_parallel_builds")]
+    pub max_parallel_builds: u32,
+}
+
+impl Default for EnvsConfig {
+    fn default() -> Self {
+        Self {
+            uv: None,
+            dir: None,
+            max_size: default_envs_max_size(),
+            shared: false,
+            build_timeout: default_build_timeout(),
+            max_parallel_builds: default_parallel_builds(),
+        }
+    }
+}
+
+fn default_envs_max_size() -> gpuq_core::MemSize {
+    "100G".parse().expect("a size")
+}
+fn default_build_timeout() -> DurationSpec {
+    "1h".parse().expect("a duration")
+}
+fn default_parallel_builds() -> u32 {
+    2
+}
+
+/// `[containers]`: how podman runs container jobs (`image:` in a spec).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainersConfig {
+    #[serde(default = "default_podman")]
+    pub podman: String,
+    /// Before `run`, e.g. `["--runtime", "runc"]`.
+    #[serde(default)]
+    pub global_args: Vec<String>,
+    /// After `run`, e.g. `["--ulimit", "nofile=1024:1024"]`.
+    #[serde(default)]
+    pub run_args: Vec<String>,
+}
+
+impl Default for ContainersConfig {
+    fn default() -> Self {
+        Self {
+            podman: default_podman(),
+            global_args: Vec::new(),
+            run_args: Vec::new(),
+        }
+    }
+}
+
+fn default_podman() -> String {
+    "podman".into()
 }
 
 /// `[sessions]`: interactive sessions (`gpuq notebook`, `gpuq shell`).

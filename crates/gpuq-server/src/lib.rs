@@ -350,6 +350,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     service.recover()?;
     tokio::spawn(service.clone().scheduler_loop());
     tokio::spawn(service.clone().housekeeping_loop());
+    tokio::spawn(service.clone().envs_loop());
     tokio::spawn(service.clone().watch_sessions());
     sampler::spawn(
         service.clone(),

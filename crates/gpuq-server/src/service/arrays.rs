@@ -6,7 +6,7 @@
 //! the checks a submit of an array adds.
 
 use super::stop::StopCause;
-use super::{pending_of, Service, ServiceError};
+use super::{Service, ServiceError};
 use gpuq_api::arrays::{ArrayDetail, ListRow};
 use gpuq_api::home::now_ms;
 use gpuq_core::{Job, JobGroup, JobId, JobSpec, JobState, SpecError};
@@ -260,8 +260,7 @@ impl Service {
         inner.store.requeue_ended_many(&ids, by, now)?;
         for id in ids {
             if let Some(job) = inner.store.job(id)? {
-                let p = pending_of(&job);
-                inner.pending.insert(p.queue_key(), p);
+                self.enqueue(&mut inner, &job);
                 inner.states.insert(id, JobState::Queued);
             }
         }

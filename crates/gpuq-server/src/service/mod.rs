@@ -9,6 +9,7 @@ pub mod arrays;
 mod backend_events;
 pub mod costs;
 mod cpu;
+mod envs;
 mod explain;
 mod housekeeping;
 mod input;
@@ -158,6 +159,8 @@ struct Inner {
     /// Fair-share standings and quotas, as the scheduler core takes them.
     policy: Policy,
     ledger: usage::Ledger,
+    /// Jobs' Python environments: keys, wanted and running builds.
+    envs: envs::EnvJobs,
 }
 
 pub struct Service {
@@ -165,6 +168,8 @@ pub struct Service {
     /// Bumped after every committed change; long polls (wait, log -f) watch it.
     changed: watch::Sender<u64>,
     wake_scheduler: Notify,
+    /// Wakes the environment builds' loop (a job waits for a build, a builder exited).
+    wake_envs: Notify,
     /// The last pass decided nothing and only submits happened since (see `submit_needs_a_pass`).
     quiet: AtomicBool,
     /// What runs the jobs; the service never asks which one it is.
@@ -260,6 +265,7 @@ impl Service {
             drained,
             policy,
             ledger: usage::Ledger::new(now, config.scheduler.fair_share_half_life.as_millis()),
+            envs: Default::default(),
         };
         Self::load_usage(&mut inner, now)?;
         inner.policy.standing = inner.ledger.standings(|u| config.share(u));
@@ -287,6 +293,7 @@ impl Service {
             inner: Mutex::new(inner),
             changed,
             wake_scheduler: Notify::new(),
+            wake_envs: Notify::new(),
             quiet: AtomicBool::new(false),
             backend,
             home,
@@ -295,6 +302,7 @@ impl Service {
             driver: extras.driver,
         });
         service.connect_backend();
+        service.resume_env_builds();
         Ok(service)
     }
 
@@ -412,8 +420,7 @@ impl Service {
             for job in &jobs {
                 if !inner.states.contains_key(&job.id) {
                     needs_pass = needs_pass || self.submit_needs_a_pass(&inner, job);
-                    let p = pending_of(job);
-                    inner.pending.insert(p.queue_key(), p);
+                    self.enqueue(&mut inner, job);
                     inner.states.insert(job.id, JobState::Queued);
                 }
             }
@@ -546,8 +553,7 @@ impl Service {
             _ended => {
                 inner.store.requeue_ended(id, by, now)?;
                 let job = inner.store.job(id)?.ok_or(ServiceError::NoSuchJob(id))?;
-                let p = pending_of(&job);
-                inner.pending.insert(p.queue_key(), p);
+                self.enqueue(&mut inner, &job);
                 inner.states.insert(id, JobState::Queued);
                 drop(inner);
                 self.changed_and_reschedule();
@@ -806,8 +812,7 @@ impl Service {
             }
             if matches!(out.next_state, JobState::Queued | JobState::Preempted) {
                 if let Ok(Some(job)) = inner.store.job(id) {
-                    let p = pending_of(&job);
-                    inner.pending.insert(p.queue_key(), p);
+                    self.enqueue(&mut inner, &job);
                 }
             }
         }

@@ -11,7 +11,7 @@
 //!   never ran: it is requeued. A cancel that was pending ends it as cancelled.
 
 use super::stop::{Stop, StopCause, StopStep};
-use super::{pending_of, RunningAttempt, Service};
+use super::{RunningAttempt, Service};
 use gpuq_api::home::now_ms;
 use gpuq_core::{JobId, JobState, NodeGpus, Placement};
 use gpuq_exec::{Reattached, Recorded};
@@ -251,8 +251,7 @@ impl Service {
         inner.states.insert(id, next_state);
         if next_state == JobState::Queued {
             if let Some(job) = inner.store.job(id)? {
-                let p = pending_of(&job);
-                inner.pending.insert(p.queue_key(), p);
+                self.enqueue(&mut inner, &job);
             }
         }
         tracing::info!("job {id} attempt {attempt}: {}", end.reason);

@@ -31,7 +31,12 @@ impl Service {
     /// What an attempt about to start on `placement` runs on, as JSON (its
     /// attempt number is the store's to fill in). GPU UUIDs and the driver are
     /// known for this machine's GPUs only (not for a cluster's nodes).
-    pub(super) fn runtime_record(&self, placement: &Placement, now: Millis) -> Option<String> {
+    pub(super) fn runtime_record(
+        &self,
+        placement: &Placement,
+        now: Millis,
+        environment: Option<gpuq_api::repro::RuntimeEnvironment>,
+    ) -> Option<String> {
         let mut gpus = Vec::new();
         for p in &placement.0 {
             let node = self.nodes.get(p.node)?;
@@ -64,6 +69,7 @@ impl Service {
             driver_version: self.driver.version.clone(),
             cuda_version: self.driver.cuda_version.clone(),
             captured_at: now,
+            environment,
         };
         serde_json::to_string(&info).ok()
     }

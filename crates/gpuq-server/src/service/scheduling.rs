@@ -119,7 +119,11 @@ impl Service {
                                 self.pricing.rate(placement.gpu_count())
                             },
                             gpus: placement.0.iter().flat_map(|p| p.gpus.clone()).collect(),
-                            runtime: self.runtime_record(&placement, now),
+                            runtime: self.runtime_record(
+                                &placement,
+                                now,
+                                self.runtime_environment(&inner, job),
+                            ),
                         };
                         starts.push((placement, record))
                     }
@@ -256,12 +260,26 @@ impl Service {
             self.add_tracking_env(id, &info.spec, &mut env);
             self.add_sweep_env(id, &mut env);
             self.add_session_launch(id, &info.spec, &mut argv, &mut env);
+            let run_as = self.run_as(user)?;
+            // SAFETY: getuid cannot fail.
+            let rootless = run_as.is_some() || unsafe { libc::getuid() } != 0;
+            let gpus: Vec<u32> = placement.0.first().map(|p| p.gpus.clone()).unwrap_or_default();
+            self.add_env_launch(
+                id,
+                attempt,
+                &info.spec,
+                &info.cwd,
+                &gpus,
+                rootless,
+                &mut argv,
+                &mut env,
+            )?;
             let spec = Arc::new(info.spec);
             let launch = Launch {
                 job: id,
                 attempt,
                 placement,
-                run_as: self.run_as(user)?,
+                run_as,
                 share_gid: self.share_gid(&spec)?,
                 argv,
                 cwd: info.cwd,

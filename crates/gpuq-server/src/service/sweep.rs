@@ -13,7 +13,7 @@
 //! daemon killed at any point finishes the step on its next tick, without
 //! losing or repeating a trial.
 
-use super::{pending_of, Service, ServiceError};
+use super::{Service, ServiceError};
 use crate::identity::Caller;
 use gpuq_api::sweep::{
     BestTrial, RungAnswer, SweepDetail, SweepRequest, SweepSummary, SweepUsage, TrialInfo,
@@ -434,8 +434,7 @@ impl Service {
             let mut inner = self.lock();
             let jobs = inner.store.apply_sweep_step(id, step, now)?;
             for job in &jobs {
-                let p = pending_of(job);
-                inner.pending.insert(p.queue_key(), p);
+                self.enqueue(&mut inner, job);
                 inner.states.insert(job.id, JobState::Queued);
             }
             for (job, _) in &step.promote {
