@@ -288,6 +288,21 @@ impl Client {
     }
 
     /// `GET /v1/jobs/{id}/cpu`.
+    /// `GET /v1/envs`.
+    pub async fn envs(&self) -> Result<Vec<crate::envs::EnvView>, ApiError> {
+        self.json(self.http.get(self.url("/v1/envs"))).await
+    }
+
+    /// `GET /v1/envs/{key}/log`.
+    pub async fn env_log(&self, key: &str) -> Result<String, ApiError> {
+        let resp = self
+            .send(self.http.get(self.url(&format!("/v1/envs/{key}/log"))))
+            .await?;
+        resp.text()
+            .await
+            .map_err(|e| ApiError::Protocol(e.to_string()))
+    }
+
     pub async fn job_cpu(&self, id: u64) -> Result<crate::JobCpu, ApiError> {
         self.json(self.http.get(self.url(&format!("/v1/jobs/{id}/cpu"))))
             .await

@@ -2,6 +2,7 @@
 //! the CLI. The server is `gpuq-server`; the OpenAPI document is
 //! `docs/openapi.json`.
 
+pub mod envs;
 pub mod arrays;
 mod client;
 pub mod home;

@@ -50,6 +50,7 @@ fn schemas() -> Value {
     gen.subschema_for::<crate::profile::ProfileRequest>();
     gen.subschema_for::<crate::profile::ProfileStatus>();
     gen.subschema_for::<crate::JobCpu>();
+    gen.subschema_for::<crate::envs::EnvView>();
     gen.subschema_for::<crate::web::LoginRequest>();
     gen.subschema_for::<crate::web::SessionInfo>();
     gen.subschema_for::<crate::web::LinkInfo>();
@@ -225,6 +226,15 @@ fn session_paths() -> Value {
             "parameters": [ id_param() ],
             "requestBody": { "required": true, "content": { "application/json": { "schema": schema_ref("ProfileRequest") } } },
             "responses": with_errors("200", json_body(schema_ref("ProfileStatus"), "The request, not yet done"))
+        }},
+        "/v1/envs": { "get": {
+            "summary": "The cached Python environments, most recently used first: state, owner, packages, size, and the queued or running jobs that need each",
+            "responses": with_errors("200", json_body(json!({ "type": "array", "items": schema_ref("EnvView") }), "The environments"))
+        }},
+        "/v1/envs/{key}/log": { "get": {
+            "summary": "The last build's log of an environment (its user or an admin), as text",
+            "parameters": [ { "name": "key", "in": "path", "required": true, "schema": { "type": "string" } } ],
+            "responses": with_errors("200", json!({ "description": "The log", "content": { "text/plain": { "schema": { "type": "string" } } } }))
         }},
         "/v1/jobs/{id}/cpu": { "get": {
             "summary": "A running job's CPU use over one second (its process group and session on this node), for `gpuq doctor ID`; 409 for a job not running here",

@@ -31,6 +31,9 @@ pub fn read(path: &Path) -> Result<String, String> {
     Ok(text)
 }
 
+use gpuq_core::pyenv::{EnvInputs, EnvKind, MAX_INPUT_BYTES};
+use std::path::PathBuf;
+
 pub fn parse(text: &str) -> Result<JobSpec, String> {
     check_size_and_depth(text)?;
     let spec: JobSpec = serde_yaml_ng::from_str(text).map_err(|e| {
@@ -41,9 +44,62 @@ pub fn parse(text: &str) -> Result<JobSpec, String> {
             msg
         }
     })?;
+    let mut spec = spec;
+    read_env_inputs(&mut spec)?;
     spec.validate().map_err(|e| e.to_string())?;
     Ok(spec)
 }
+
+fn read_input(dir: &Path, rel: &str, field: &str, file: &str) -> Result<String, String> {
+    let path: PathBuf = dir.join(rel).join(file);
+    let path = if file.is_empty() { dir.join(rel) } else { path };
+    let meta = std::fs::metadata(&path).map_err(|e| {
+        format!(
+            "{field}: cannot read {}: {e}; paths are relative to the job's directory ({})",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    if meta.len() > MAX_INPUT_BYTES as u64 || !meta.is_file() {
+        return Err(format!(
+            "{field}: {} is not a file of at most {}",
+            path.display(),
+            gpuq_core::limits::human_bytes(MAX_INPUT_BYTES)
+        ));
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{field}: cannot read {}: {e}", path.display()))?;
+    Ok(text)
+}
+
+/// Fills `python.inputs` (the daemon never opens a user's files) from the files the spec names, relative to the job's directory.
+pub fn read_env_inputs(spec: &mut JobSpec) -> Result<(), String> {
+    let Some(py) = spec.python.as_mut() else {
+        return Ok(());
+    };
+    if py.inputs.is_some() {
+        return Ok(());
+    }
+    let dir = match &spec.cwd {
+        Some(c) => PathBuf::from(c),
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}; pass --cwd"))?,
+    };
+    let mut inputs = EnvInputs::default();
+    match (py.kind(), &py.requirements, &py.project) {
+        (EnvKind::Requirements, Some(r), _) => {
+            inputs.requirements_txt = Some(read_input(&dir, r, "python.requirements", "")?);
+        }
+        (EnvKind::Project, _, Some(p)) => {
+            inputs.pyproject_toml = Some(read_input(&dir, p, "python.project", "pyproject.toml")?);
+            inputs.uv_lock = Some(read_input(&dir, p, "python.project", "uv.lock").map_err(|e| format!("{e} (run `uv lock` in the project first)"))?);
+        }
+        _ => return Ok(()),
+    }
+    py.inputs = Some(inputs);
+    Ok(())
+}
+
 
 /// Refuses text too large or too deeply nested to parse safely.
 pub(crate) fn check_size_and_depth(text: &str) -> Result<(), String> {

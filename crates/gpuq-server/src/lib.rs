@@ -5,6 +5,7 @@ mod array_routes;
 mod auth;
 pub mod config;
 mod cost_routes;
+mod env_routes;
 mod feed;
 pub mod identity;
 mod metrics;
@@ -99,6 +100,8 @@ pub fn router(ctx: Arc<AppContext>) -> Router {
         .route("/v1/jobs/:id/attach", get(sessions::attach::attach))
         .route("/v1/jobs/:id/profile", post(profile_routes::request))
         .route("/v1/jobs/:id/cpu", get(profile_routes::cpu))
+        .route("/v1/envs", get(env_routes::list))
+        .route("/v1/envs/:key/log", get(env_routes::log))
         .route("/v1/jobs/:id/profile/:request", get(profile_routes::status))
         .route("/v1/sessions", get(sessions::list))
         .route("/v1/sessions/:id", get(sessions::show))

@@ -546,6 +546,56 @@ impl Service {
     }
 }
 
+impl Service {
+    /// `GET /v1/envs`: every cached environment, with the jobs that need it.
+    pub fn env_views(&self) -> Result<Vec<gpuq_api::envs::EnvView>, super::ServiceError> {
+        let cache = self.env_cache();
+        let mut inner = self.lock();
+        Self::envs_in_use(&mut inner);
+        let rows = inner.store.envs()?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let jobs = inner
+                    .envs
+                    .keys
+                    .iter()
+                    .filter(|(_, k)| **k == r.key)
+                    .map(|(id, _)| *id)
+                    .collect();
+                gpuq_api::envs::EnvView {
+                    path: cache.dir(&r.key).to_string_lossy().into_owned(),
+                    key: r.key,
+                    state: r.state,
+                    user: r.user,
+                    source: r.source,
+                    python: r.python,
+                    packages: r.packages,
+                    size_bytes: r.size_bytes,
+                    builds: r.builds,
+                    error: r.error,
+                    created_at: r.created_at,
+                    built_at: r.built_at,
+                    last_used_at: r.last_used_at,
+                    jobs,
+                }
+            })
+            .collect())
+    }
+
+    /// The last build's log (its last 1 MiB), read through the cache's own directory.
+    pub fn env_log(&self, key: &str) -> Option<String> {
+        let cache = self.env_cache();
+        let logs = cache.log(key);
+        let dir = gpuq_exec::safe_fs::Dir::open(logs.parent()?).ok()?;
+        let bytes = dir
+            .read_regular(logs.file_name()?.to_str()?, 64 << 20, None)
+            .ok()?;
+        let tail = &bytes[bytes.len().saturating_sub(1 << 20)..];
+        Some(String::from_utf8_lossy(tail).into_owned())
+    }
+}
+
 /// `name` on the daemon's PATH, as an absolute path.
 fn which(name: &str) -> Option<String> {
     let path = std::env::var_os("PATH")?;

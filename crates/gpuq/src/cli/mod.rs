@@ -7,6 +7,7 @@ mod output;
 
 mod advise;
 mod alerts;
+mod envs;
 mod arrays;
 mod autostop;
 mod cancel;
@@ -105,6 +106,8 @@ enum Command {
     Top(top::TopArgs),
     /// The latest alerts (idle GPUs, memory, temperature, XID, failures).
     Alerts(alerts::AlertsArgs),
+    /// The cached Python environments (`python:` in a spec): state, packages, size, jobs.
+    Envs(envs::EnvsArgs),
     /// Follow job events and alerts as they happen.
     Events(events::EventsArgs),
     /// What jobs cost, by user, project, job or day; budgets; monthly reports (--month, --format md|csv).
@@ -231,6 +234,7 @@ async fn client_command(url: Option<String>, command: Command) -> CmdResult {
         Command::Gpus(args) => gpus::run(&client, args).await,
         Command::Top(args) => top::run(&client, args).await,
         Command::Alerts(args) => alerts::run(&client, args).await,
+        Command::Envs(args) => envs::run(&client, args).await,
         Command::Events(args) => events::run(&client, args).await,
         Command::Cost(args) => cost::run(&client, args).await,
         Command::Advise(args) => advise::run(&client, args).await,

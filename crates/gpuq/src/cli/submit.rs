@@ -66,6 +66,16 @@ pub struct SubmitArgs {
     /// %N runs at most N at once, e.g. 0-99%8, 1,3,5-7, 0-99:2 (every second).
     #[arg(long, value_name = "INDICES[%N]")]
     array: Option<String>,
+    /// Run in a cached Python environment built from this requirements file
+    /// (relative to the job's directory), with uv.
+    #[arg(long, value_name = "FILE")]
+    requirements: Option<String>,
+    /// The environment's Python version, e.g. 3.12 (with --requirements).
+    #[arg(long, value_name = "VERSION")]
+    python_version: Option<String>,
+    /// Run in this container image, with podman (e.g. localhost/train:1).
+    #[arg(long, value_name = "NAME")]
+    image: Option<String>,
     /// Do not record the code and interpreter it is submitted from (also GPUQ_NO_REPRO=1).
     #[arg(long)]
     no_repro: bool,
@@ -180,6 +190,19 @@ impl SubmitArgs {
                     .map_err(|e| CliError::usage(format!("--array: {e}")))?,
             );
         }
+        if let Some(r) = &self.requirements {
+            let py = spec.python.get_or_insert_with(Default::default);
+            py.requirements = Some(r.clone());
+            py.project = None;
+            py.inputs = None;
+        }
+        if let Some(v) = &self.python_version {
+            spec.python.get_or_insert_with(Default::default).version = Some(v.clone());
+        }
+        if let Some(i) = &self.image {
+            spec.image = Some(i.clone());
+        }
+        spec_file::read_env_inputs(&mut spec).map_err(CliError::usage)?;
         spec.validate()
             .map_err(|e| CliError::usage(e.to_string()))?;
         Ok(spec)
