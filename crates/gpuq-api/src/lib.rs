@@ -2,9 +2,9 @@
 //! the CLI. The server is `gpuq-server`; the OpenAPI document is
 //! `docs/openapi.json`.
 
-pub mod envs;
 pub mod arrays;
 mod client;
+pub mod envs;
 pub mod home;
 pub mod openapi;
 pub mod profile;

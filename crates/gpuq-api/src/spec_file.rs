@@ -12,7 +12,22 @@ const MAX_FLOW_DEPTH: usize = 16;
 
 /// Reads and checks a spec file; the error names the file, the field and the line.
 pub fn load(path: &Path) -> Result<JobSpec, String> {
-    parse(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))
+    load_in(path, None)
+}
+
+/// A spec file, its environment's files read relative to `cwd` when given
+/// (`--cwd`), else to the spec's own `cwd`, else the current directory.
+pub fn load_in(path: &Path, cwd: Option<&str>) -> Result<JobSpec, String> {
+    let text = read(path)?;
+    let at = |e: String| format!("{}: {e}", path.display());
+    check_size_and_depth(&text).map_err(at)?;
+    let mut spec = parse_unchecked(&text).map_err(at)?;
+    if let Some(c) = cwd {
+        spec.cwd = Some(c.to_string());
+    }
+    read_env_inputs(&mut spec).map_err(at)?;
+    spec.validate().map_err(|e| at(e.to_string()))?;
+    Ok(spec)
 }
 
 /// A spec or sweep file's text, bounded.
@@ -36,6 +51,13 @@ use std::path::PathBuf;
 
 pub fn parse(text: &str) -> Result<JobSpec, String> {
     check_size_and_depth(text)?;
+    let mut spec = parse_unchecked(text)?;
+    read_env_inputs(&mut spec)?;
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(spec)
+}
+
+fn parse_unchecked(text: &str) -> Result<JobSpec, String> {
     let spec: JobSpec = serde_yaml_ng::from_str(text).map_err(|e| {
         let msg = e.to_string();
         if msg.contains("unknown field") {
@@ -44,9 +66,6 @@ pub fn parse(text: &str) -> Result<JobSpec, String> {
             msg
         }
     })?;
-    let mut spec = spec;
-    read_env_inputs(&mut spec)?;
-    spec.validate().map_err(|e| e.to_string())?;
     Ok(spec)
 }
 
@@ -92,14 +111,16 @@ pub fn read_env_inputs(spec: &mut JobSpec) -> Result<(), String> {
         }
         (EnvKind::Project, _, Some(p)) => {
             inputs.pyproject_toml = Some(read_input(&dir, p, "python.project", "pyproject.toml")?);
-            inputs.uv_lock = Some(read_input(&dir, p, "python.project", "uv.lock").map_err(|e| format!("{e} (run `uv lock` in the project first)"))?);
+            inputs.uv_lock = Some(
+                read_input(&dir, p, "python.project", "uv.lock")
+                    .map_err(|e| format!("{e} (run `uv lock` in the project first)"))?,
+            );
         }
         _ => return Ok(()),
     }
     py.inputs = Some(inputs);
     Ok(())
 }
-
 
 /// Refuses text too large or too deeply nested to parse safely.
 pub(crate) fn check_size_and_depth(text: &str) -> Result<(), String> {

@@ -117,6 +117,23 @@ pub fn wrap(p: &Podman, c: &ContainerJob<'_>) -> (Vec<String>, BTreeMap<String, 
     (argv, extra)
 }
 
+/// What the executor adds to every job's environment at launch (after the
+/// command is wrapped): passed by name too.
+const CONTRACT: &[&str] = &[
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "GPUQ_JOB_ID",
+    "GPUQ_ATTEMPT",
+    "GPUQ_CHECKPOINT_DIR",
+    "GPUQ_OUTPUT_DIR",
+    "GPUQ_METRICS_FILE",
+    "GPUQ_CONTROL_DIR",
+    "GPUQ_URL",
+    "GPUQ_TOKEN",
+    "USER",
+    "LOGNAME",
+];
+
 /// The job contract's variables that go into a container: gpuq's own, CUDA's,
 /// MLflow's, the spec's, and a few a training script commonly reads.
 pub fn passed_names(
@@ -138,10 +155,13 @@ pub fn passed_names(
                     | "JUPYTER_TOKEN"
             )
     };
-    env.keys()
+    let mut names: std::collections::BTreeSet<String> = env
+        .keys()
         .filter(|k| contract(k) || spec_env.contains_key(*k))
         .cloned()
-        .collect()
+        .collect();
+    names.extend(CONTRACT.iter().map(|s| s.to_string()));
+    names.into_iter().collect()
 }
 
 #[cfg(test)]
@@ -185,7 +205,10 @@ mod tests {
         assert!(line.contains("--volume /home/a/proj:/home/a/proj"));
         assert!(line.contains("--volume /data/jobs/7/checkpoints:/data/jobs/7/checkpoints"));
         assert!(line.contains("--workdir /home/a/proj"));
-        assert!(line.contains("--env GPUQ_TOKEN --env LR"), "{line}");
+        assert!(
+            line.contains("--env GPUQ_JOB_ID") && line.contains("--env LR"),
+            "{line}"
+        );
         assert!(!line.contains("secret") && !line.contains("HOME"), "{line}");
         assert!(line.ends_with("--ulimit nofile=1024:1024 localhost/train:1 python train.py"));
         assert!(extra.is_empty());

@@ -151,6 +151,11 @@ impl LocalExecutor {
                     .map_err(io_err(&d))?;
             }
         }
+        // The metrics file exists before the job starts: a container mounts it.
+        let metrics = dir.metrics();
+        if std::fs::symlink_metadata(&metrics).is_err() {
+            open_private(&metrics, true).map_err(io_err(&metrics))?;
+        }
         let gid = req.share_gid.or(req.run_as.map(|a| a.gid));
         if let Some(account) = req.run_as {
             // The job directory stays the daemon's (records, lock, log live there and

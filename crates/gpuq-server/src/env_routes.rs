@@ -35,10 +35,16 @@ pub async fn log(
     if !(caller.admin || caller.user == view.user) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            format!("environment {key} is {}'s: only they or an admin may read its log", view.user),
+            format!(
+                "environment {key} is {}'s: only they or an admin may read its log",
+                view.user
+            ),
         ));
     }
     ctx.service.env_log(&key).ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, format!("environment {key} has no build log"))
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("environment {key} has no build log"),
+        )
     })
 }

@@ -51,8 +51,17 @@ fn build_env(submitted: &BTreeMap<String, String>) -> BTreeMap<String, String> {
                 || k.starts_with("REQUESTS_CA")
                 || matches!(
                     k.to_ascii_lowercase().as_str(),
-                    "path" | "home" | "user" | "logname" | "lang" | "http_proxy" | "https_proxy"
-                        | "no_proxy" | "all_proxy" | "xdg_cache_home" | "tmpdir"
+                    "path"
+                        | "home"
+                        | "user"
+                        | "logname"
+                        | "lang"
+                        | "http_proxy"
+                        | "https_proxy"
+                        | "no_proxy"
+                        | "all_proxy"
+                        | "xdg_cache_home"
+                        | "tmpdir"
                 )
         })
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -151,21 +160,31 @@ impl Service {
         let timeout = self.config.envs.build_timeout.as_millis() as i64;
         let building: Vec<(String, Build)> = {
             let inner = self.lock();
-            inner.envs.building.iter().map(|(k, b)| (k.clone(), b.clone())).collect()
+            inner
+                .envs
+                .building
+                .iter()
+                .map(|(k, b)| (k.clone(), b.clone()))
+                .collect()
         };
         for (key, build) in building {
             match cache.state(&key) {
                 BuildState::Running => {
                     if let (Some(pgid), true) = (build.pgid, now - build.started_at > timeout) {
-                        tracing::warn!("the build of environment {key} ran past its timeout: stopping it");
+                        tracing::warn!(
+                            "the build of environment {key} ran past its timeout: stopping it"
+                        );
                         // SAFETY: the builder's own process group (pgid > 1: it was our child).
                         if pgid > 1 {
                             unsafe { libc::killpg(pgid, libc::SIGKILL) };
                         }
-                        self.env_build_ended(&key, Some(format!(
-                            "the build ran longer than envs.build_timeout ({})",
-                            self.config.envs.build_timeout
-                        )));
+                        self.env_build_ended(
+                            &key,
+                            Some(format!(
+                                "the build ran longer than envs.build_timeout ({})",
+                                self.config.envs.build_timeout
+                            )),
+                        );
                     }
                 }
                 _ => self.env_build_ended(&key, None),
@@ -205,12 +224,21 @@ impl Service {
             }
             // A build of a daemon that died may still run: wait for it.
             if cache.state(&key) == BuildState::Running {
-                self.lock().envs.building.insert(key, Build { started_at: now, pgid: None });
+                self.lock().envs.building.insert(
+                    key,
+                    Build {
+                        started_at: now,
+                        pgid: None,
+                    },
+                );
                 continue;
             }
             if let Err(why) = self.start_env_build(&cache, &key, job, now) {
                 tracing::warn!("environment {key}: {why}");
-                self.fail_waiting(&key, &format!("its Python environment {key} could not be built: {why}"));
+                self.fail_waiting(
+                    &key,
+                    &format!("its Python environment {key} could not be built: {why}"),
+                );
             }
         }
     }
@@ -225,7 +253,13 @@ impl Service {
         let (info, user) = {
             let inner = self.lock();
             let info = inner.store.launch_info(job).map_err(|e| e.to_string())?;
-            let user = inner.store.job(job).ok().flatten().map(|j| j.user).unwrap_or_default();
+            let user = inner
+                .store
+                .job(job)
+                .ok()
+                .flatten()
+                .map(|j| j.user)
+                .unwrap_or_default();
             (info, user)
         };
         let run_as = self.run_as(&user)?;
@@ -262,13 +296,21 @@ impl Service {
             let mut inner = self.lock();
             inner
                 .store
-                .begin_env_build(key, &user, run_as.as_ref().map(|a| a.uid), &describe_source(&info.spec), now)
+                .begin_env_build(
+                    key,
+                    &user,
+                    run_as.as_ref().map(|a| a.uid),
+                    &describe_source(&info.spec),
+                    now,
+                )
                 .map_err(|e| e.to_string())?;
         }
         let mut cmd = cache
             .prepare(req, run_as.as_ref(), now)
             .map_err(|e| format!("cannot prepare {}: {e}", cache.root().display()))?;
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start the builder: {e}"))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start the builder: {e}"))?;
         tracing::info!("building environment {key} for job {job} (as {user})");
         self.lock().envs.building.insert(
             key.to_string(),
@@ -336,10 +378,18 @@ impl Service {
             }
             EnvBuilt::Failed(cause) => {
                 self.remove_env_dir(&cache, key, now);
-                let builds = self.lock().store.env(key).ok().flatten().map_or(0, |r| r.builds);
+                let builds = self
+                    .lock()
+                    .store
+                    .env(key)
+                    .ok()
+                    .flatten()
+                    .map_or(0, |r| r.builds);
                 if interrupted && builds < 3 {
                     // Cut short by a crash: the waiting jobs get a fresh build.
-                    tracing::warn!("the build of environment {key} was cut short: building it again");
+                    tracing::warn!(
+                        "the build of environment {key} was cut short: building it again"
+                    );
                 } else {
                     let log = cache.log(key);
                     self.fail_waiting(
@@ -364,7 +414,9 @@ impl Service {
         let waiting: Vec<JobId> = inner
             .pending
             .values()
-            .filter(|p| p.waits_on.is_some() && inner.envs.keys.get(&p.id).map(String::as_str) == Some(key))
+            .filter(|p| {
+                p.waits_on.is_some() && inner.envs.keys.get(&p.id).map(String::as_str) == Some(key)
+            })
             .map(|p| p.id)
             .collect();
         let ends: Vec<(JobId, JobState, String)> = waiting
@@ -445,10 +497,13 @@ impl Service {
         let mut inner = self.lock();
         let rows = inner.store.envs().unwrap_or_default();
         for row in rows.iter().filter(|r| r.state == ENV_BUILDING) {
-            inner
-                .envs
-                .building
-                .insert(row.key.clone(), Build { started_at: now_ms(), pgid: None });
+            inner.envs.building.insert(
+                row.key.clone(),
+                Build {
+                    started_at: now_ms(),
+                    pgid: None,
+                },
+            );
         }
         let queued: Vec<Job> = inner
             .store
@@ -476,7 +531,11 @@ impl Service {
     }
 
     /// What an attempt about to start runs in, for its runtime record.
-    pub(super) fn runtime_environment(&self, inner: &Inner, job: JobId) -> Option<RuntimeEnvironment> {
+    pub(super) fn runtime_environment(
+        &self,
+        inner: &Inner,
+        job: JobId,
+    ) -> Option<RuntimeEnvironment> {
         let key = inner.envs.keys.get(&job)?;
         let row: EnvRow = inner.store.env(key).ok().flatten()?;
         Some(RuntimeEnvironment {
@@ -502,12 +561,10 @@ impl Service {
     ) -> Result<(), String> {
         if spec.python.is_some() {
             let mut inner = self.lock();
-            let key = inner
-                .envs
-                .keys
-                .get(&id)
-                .cloned()
-                .ok_or_else(|| "its Python environment is not known to this daemon".to_string())?;
+            let key =
+                inner.envs.keys.get(&id).cloned().ok_or_else(|| {
+                    "its Python environment is not known to this daemon".to_string()
+                })?;
             let ready = matches!(inner.store.env(&key), Ok(Some(r)) if r.state == ENV_READY);
             let dir = self.env_cache().dir(&key);
             if !ready || !dir.is_dir() {

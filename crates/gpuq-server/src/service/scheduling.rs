@@ -263,16 +263,13 @@ impl Service {
             let run_as = self.run_as(user)?;
             // SAFETY: getuid cannot fail.
             let rootless = run_as.is_some() || unsafe { libc::getuid() } != 0;
-            let gpus: Vec<u32> = placement.0.first().map(|p| p.gpus.clone()).unwrap_or_default();
+            let gpus: Vec<u32> = placement
+                .0
+                .first()
+                .map(|p| p.gpus.clone())
+                .unwrap_or_default();
             self.add_env_launch(
-                id,
-                attempt,
-                &info.spec,
-                &info.cwd,
-                &gpus,
-                rootless,
-                &mut argv,
-                &mut env,
+                id, attempt, &info.spec, &info.cwd, &gpus, rootless, &mut argv, &mut env,
             )?;
             let spec = Arc::new(info.spec);
             let launch = Launch {

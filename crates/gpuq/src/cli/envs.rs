@@ -35,8 +35,13 @@ pub async fn run(client: &Client, args: EnvsArgs) -> CmdResult {
         }
         Some(EnvsAction::Show { key, json }) => {
             let envs = client.envs().await?;
-            let Some(e) = envs.into_iter().find(|e| e.key == key || (key.len() >= 6 && e.key.starts_with(&key))) else {
-                return Err(CliError::usage(format!("no environment {key}; `gpuq envs` lists them")));
+            let Some(e) = envs
+                .into_iter()
+                .find(|e| e.key == key || (key.len() >= 6 && e.key.starts_with(&key)))
+            else {
+                return Err(CliError::usage(format!(
+                    "no environment {key}; `gpuq envs` lists them"
+                )));
             };
             if json {
                 print_json(&e);
@@ -47,14 +52,24 @@ pub async fn run(client: &Client, args: EnvsArgs) -> CmdResult {
             outln!("user:     {}", e.user);
             outln!("source:   {}", e.source);
             outln!("python:   {}", e.python.as_deref().unwrap_or("-"));
-            outln!("size:     {}", gpuq_core::limits::human_bytes(e.size_bytes as usize));
+            outln!(
+                "size:     {}",
+                gpuq_core::limits::human_bytes(e.size_bytes as usize)
+            );
             outln!("path:     {}", e.path);
             outln!("builds:   {}", e.builds);
             if let Some(err) = &e.error {
                 outln!("error:    {err}");
             }
             let jobs: Vec<String> = e.jobs.iter().map(u64::to_string).collect();
-            outln!("jobs:     {}", if jobs.is_empty() { "-".into() } else { jobs.join(" ") });
+            outln!(
+                "jobs:     {}",
+                if jobs.is_empty() {
+                    "-".into()
+                } else {
+                    jobs.join(" ")
+                }
+            );
             outln!("packages:");
             for p in &e.packages {
                 outln!("  {p}");
@@ -89,11 +104,12 @@ pub async fn run(client: &Client, args: EnvsArgs) -> CmdResult {
                 })
                 .collect();
             print_table(
-                &["KEY", "STATE", "USER", "PYTHON", "PACKAGES", "SIZE", "USED", "JOBS", "SOURCE"],
+                &[
+                    "KEY", "STATE", "USER", "PYTHON", "PACKAGES", "SIZE", "USED", "JOBS", "SOURCE",
+                ],
                 &rows,
             );
             Ok(0)
         }
     }
 }
-

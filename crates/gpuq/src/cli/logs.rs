@@ -74,9 +74,18 @@ pub async fn follow(
 ) -> Result<(), CliError> {
     let mut offset = 0u64;
     loop {
-        let chunk = client
-            .log(id, Some(attempt), offset, across_attempts)
-            .await?;
+        let chunk = match client.log(id, Some(attempt), offset, across_attempts).await {
+            Ok(c) => c,
+            Err(e) => {
+                // A job that ended before its first attempt (its environment's
+                // build failed, a dependency failed) has no log: its end says why.
+                let job = client.job(id).await?.job;
+                if job.attempt == 0 && job.state.is_terminal() {
+                    return Ok(());
+                }
+                return Err(e.into());
+            }
+        };
         if !chunk.data.is_empty() {
             super::output::write_stdout_bytes(&chunk.data);
         }

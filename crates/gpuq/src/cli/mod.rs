@@ -7,7 +7,6 @@ mod output;
 
 mod advise;
 mod alerts;
-mod envs;
 mod arrays;
 mod autostop;
 mod cancel;
@@ -18,6 +17,7 @@ mod cost;
 mod dashboard;
 mod doctor;
 mod drain;
+mod envs;
 mod events;
 mod explain;
 mod gpus;

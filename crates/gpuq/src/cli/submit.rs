@@ -98,7 +98,17 @@ impl SubmitArgs {
     pub fn to_spec(&self) -> Result<JobSpec, CliError> {
         let mut spec = match self.command.as_slice() {
             [one] if spec_file::looks_like_spec(one) => {
-                spec_file::load(std::path::Path::new(one)).map_err(CliError::usage)?
+                let cwd = match &self.cwd {
+                    Some(c) => Some(
+                        std::path::absolute(c)
+                            .map_err(|e| CliError::usage(format!("--cwd {c:?}: {e}")))?
+                            .to_string_lossy()
+                            .into_owned(),
+                    ),
+                    None => None,
+                };
+                spec_file::load_in(std::path::Path::new(one), cwd.as_deref())
+                    .map_err(CliError::usage)?
             }
             [first, rest @ ..] if spec_file::looks_like_spec(first) && !is_executable(first) => {
                 return Err(CliError::usage(format!(

@@ -1,0 +1,466 @@
+//! Cached Python environments (real uv, offline: wheels made by the test) and
+//! container jobs (real podman with runc, an image imported from a busybox
+//! root filesystem: nothing is pulled).
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// uv: `GPUQ_TEST_UV`, beside the test interpreter (scripts/test's venv), or on PATH.
+fn uv() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("GPUQ_TEST_UV").map(PathBuf::from),
+        std::env::var_os("GPUQ_TEST_PYTHON")
+            .map(PathBuf::from)
+            .and_then(|p| Some(p.parent()?.join("uv"))),
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("uv"))
+                .find(|p| p.is_file())
+        }),
+    ];
+    let found = candidates.into_iter().flatten().find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("GPUQ_TEST_STRICT").is_none(),
+            "uv is missing: scripts/test installs it into its venv"
+        );
+        eprintln!("skipped: uv is not installed (scripts/test installs it)");
+    }
+    found
+}
+
+/// A daemon whose environments are built with `uv`, and a project directory
+/// with wheels to install from (no index: nothing is downloaded).
+struct Lab {
+    d: Daemon,
+    dir: tempfile::TempDir,
+}
+
+impl Lab {
+    fn new(extra: &str) -> Option<Self> {
+        let uv = uv()?;
+        let d = Daemon::start_with_config(
+            "sim:2",
+            &format!("[envs]\nuv = \"{}\"\n{extra}", uv.display()),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("python3")
+            .arg(repo_root().join("tests/envs/make_wheels.py"))
+            .arg(dir.path().join("wheels"))
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        Some(Lab { d, dir })
+    }
+
+    fn requirements(&self, name: &str, body: &str) -> String {
+        let text = format!(
+            "--no-index\n--find-links {}\n{body}\n",
+            self.dir.path().join("wheels").display()
+        );
+        std::fs::write(self.dir.path().join(name), text).unwrap();
+        name.to_string()
+    }
+
+    fn submit(&self, args: &[&str]) -> u64 {
+        let cwd = self.dir.path().to_str().unwrap().to_string();
+        let mut full = vec!["--cwd", cwd.as_str()];
+        full.extend_from_slice(args);
+        self.d.submit(&full)
+    }
+
+    fn envs(&self) -> Vec<serde_json::Value> {
+        self.d.json(&["envs", "--json"]).as_array().unwrap().clone()
+    }
+}
+
+const SHOW: &str = "import gpuqdemo, os; print('version', gpuqdemo.VERSION); print('venv', os.environ['VIRTUAL_ENV'])";
+
+fn line_of<'a>(log: &'a str, tag: &str) -> &'a str {
+    log.lines()
+        .find_map(|l| l.strip_prefix(tag))
+        .unwrap_or_else(|| panic!("no {tag:?} line in {log}"))
+        .trim()
+}
+
+fn spec_file(lab: &Lab, name: &str, reqs: &str, setup: Option<&str>) -> String {
+    let mut yaml = format!("command: [python, -c, \"{SHOW}\"]\npython:\n  requirements: {reqs}\n");
+    if let Some(s) = setup {
+        yaml.push_str(&format!("setup: |\n  {s}\n"));
+    }
+    let path = lab.dir.path().join(name);
+    std::fs::write(&path, yaml).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn two_jobs_share_one_build_and_run_in_it_with_their_packages_recorded() {
+    let Some(lab) = Lab::new("") else { return };
+    let reqs = lab.requirements("requirements.txt", "gpuqdemo==1.0");
+    // A setup that takes a while, so the second job asks while the build runs.
+    let spec = spec_file(&lab, "job.yaml", &reqs, Some("sleep 2"));
+    let a = lab.submit(&[&spec]);
+    let b = lab.submit(&[&spec]);
+    let building = lab.envs();
+    assert_eq!(building.len(), 1, "{building:?}");
+    let why = lab.d.ok(&["explain", &b.to_string()]);
+    assert!(
+        why.contains("Python environment") && why.contains("built"),
+        "{why}"
+    );
+    for id in [a, b] {
+        let job = lab.d.wait(id);
+        assert_eq!(job["state"], "succeeded", "{job}");
+    }
+    let (la, lb) = (lab.d.log(a), lab.d.log(b));
+    assert_eq!(line_of(&la, "version"), "1.0");
+    let venv = line_of(&la, "venv");
+    assert_eq!(venv, line_of(&lb, "venv"), "both in one environment");
+    let envs = lab.envs();
+    assert_eq!(envs.len(), 1, "{envs:?}");
+    let env = &envs[0];
+    assert_eq!(env["state"], "ready");
+    assert_eq!(env["builds"], 1, "one build for both: {env}");
+    assert_eq!(env["path"], venv);
+    assert!(
+        env["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "gpuqdemo==1.0"),
+        "{env}"
+    );
+    // The reproducibility record says what the attempt ran with.
+    let repro: serde_json::Value =
+        serde_json::from_str(&lab.d.get(&format!("/v1/jobs/{a}/repro"))).unwrap();
+    let rt = &repro["runtime"][0]["environment"];
+    assert_eq!(rt["key"], env["key"], "{repro}");
+    assert!(
+        rt["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "gpuqdemo==1.0"),
+        "{rt}"
+    );
+    // A third job over the warm cache waits for nothing.
+    let c = lab.submit(&[&spec]);
+    assert_eq!(lab.d.wait(c)["state"], "succeeded");
+    assert_eq!(lab.envs()[0]["builds"], 1);
+}
+
+#[test]
+fn a_changed_requirement_gets_a_new_environment() {
+    let Some(lab) = Lab::new("") else { return };
+    let one = lab.requirements("one.txt", "gpuqdemo==1.0");
+    let two = lab.requirements("two.txt", "gpuqdemo==2.0");
+    let a = lab.submit(&["--requirements", &one, "--", "python", "-c", SHOW]);
+    let b = lab.submit(&[&two]);
+    for id in [a, b] {
+        assert_eq!(lab.d.wait(id)["state"], "succeeded");
+    }
+    assert_eq!(line_of(&lab.d.log(a), "version"), "1.0");
+    assert_eq!(line_of(&lab.d.log(b), "version"), "2.0");
+    assert_ne!(
+        line_of(&lab.d.log(a), "venv"),
+        line_of(&lab.d.log(b), "venv")
+    );
+    assert_eq!(lab.envs().len(), 2);
+}
+
+#[test]
+fn a_bad_requirement_fails_its_jobs_with_the_resolvers_message() {
+    let Some(lab) = Lab::new("") else { return };
+    let bad = lab.requirements("bad.txt", "no-such-package-gpuq==1.0");
+    let cwd = lab.dir.path().to_str().unwrap().to_string();
+    let out = lab.d.gpuq(&[
+        "run",
+        "--cwd",
+        &cwd,
+        "--requirements",
+        &bad,
+        "--",
+        "python",
+        "-c",
+        "print('ran')",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no-such-package-gpuq") && err.contains("unsatisfiable"),
+        "{err}"
+    );
+    assert!(!stdout(&out).contains("ran"), "the job never ran");
+    let envs = lab.envs();
+    assert_eq!(envs[0]["state"], "failed");
+    let key = envs[0]["key"].as_str().unwrap();
+    let log = lab.d.ok(&["envs", "log", key]);
+    assert!(log.contains("unsatisfiable"), "{log}");
+    assert!(
+        !Path::new(envs[0]["path"].as_str().unwrap()).exists(),
+        "no half-built environment is left"
+    );
+    // A missing requirements file is the submitter's error, exit 2, nothing queued.
+    let out = lab.d.gpuq(&[
+        "submit",
+        "--cwd",
+        &cwd,
+        "--requirements",
+        "nope.txt",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("python.requirements"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn eviction_spares_environments_a_queued_job_needs() {
+    // Each environment is a little over 1 MiB (its setup pads it): two fit the cap.
+    let Some(lab) = Lab::new("max_size = \"2M\"\n") else {
+        return;
+    };
+    let pad = Some("head -c 1100000 /dev/zero > \"$VIRTUAL_ENV/pad\"");
+    let reqs = [
+        lab.requirements("one.txt", "gpuqdemo==1.0"),
+        lab.requirements("two.txt", "gpuqdemo==2.0"),
+        lab.requirements("three.txt", "gpuqdemo==1.0\n# three"),
+    ];
+    let one = spec_file(&lab, "one.yaml", &reqs[0], pad);
+    let two = spec_file(&lab, "two.yaml", &reqs[1], pad);
+    let three = spec_file(&lab, "three.yaml", &reqs[2], pad);
+    let a = lab.submit(&[&one]);
+    assert_eq!(lab.d.wait(a)["state"], "succeeded");
+    let key_one = lab.envs()[0]["key"].as_str().unwrap().to_string();
+    // A job that needs environment one waits in the queue (for another job).
+    let gate = lab.dir.path().join("go");
+    let wait = format!("while [ ! -e {} ]; do sleep 0.1; done", gate.display());
+    let before = lab.submit(&["--", "sh", "-c", &wait]).to_string();
+    let held = lab.submit(&["--after", &before, &one]);
+    let b = lab.submit(&[&two]);
+    assert_eq!(lab.d.wait(b)["state"], "succeeded");
+    let c = lab.submit(&[&three]);
+    assert_eq!(lab.d.wait(c)["state"], "succeeded");
+    let keys: Vec<String> = lab
+        .envs()
+        .iter()
+        .map(|e| e["key"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        keys.contains(&key_one),
+        "in use by the held job: kept ({keys:?})"
+    );
+    assert!(keys.len() < 3, "over the cap, an unused one went: {keys:?}");
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(lab.d.wait(held)["state"], "succeeded");
+    assert_eq!(line_of(&lab.d.log(held), "version"), "1.0");
+}
+
+/// The builder of this daemon's environment (its stdin is the build's ticket in `home`).
+fn builder_of(home: &Path) -> Option<i32> {
+    let envs = home.join("envs");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        if !String::from_utf8_lossy(&cmdline).contains("__env-build") {
+            return None;
+        }
+        let stdin = std::fs::read_link(format!("/proc/{pid}/fd/0")).ok()?;
+        stdin.starts_with(&envs).then_some(pid)
+    })
+}
+
+#[test]
+fn a_build_cut_short_by_kill_9_is_never_used_and_is_built_again() {
+    let Some(mut lab) = Lab::new("") else { return };
+    let reqs = lab.requirements("requirements.txt", "gpuqdemo==1.0");
+    let mark = lab.dir.path().join("first-build");
+    // The first build marks its directory and hangs; the second goes straight through.
+    let setup = format!(
+        "if [ ! -e {m} ]; then touch {m} \"$VIRTUAL_ENV/half-built\"; sleep 120; fi",
+        m = mark.display()
+    );
+    let spec = spec_file(&lab, "job.yaml", &reqs, Some(&setup));
+    let job = lab.submit(&[&spec]);
+    assert!(
+        eventually(Duration::from_secs(60), || mark.exists()),
+        "the first build never reached its setup"
+    );
+    let builder = builder_of(lab.d.path()).expect("the builder runs");
+    lab.d.kill();
+    // SAFETY: kill(2) on a process this test found (the builder of its own daemon).
+    unsafe { libc::kill(builder, libc::SIGKILL) };
+    lab.d.restart();
+    let end = lab.d.wait(job);
+    assert_eq!(end["state"], "succeeded", "{end}");
+    let venv = line_of(&lab.d.log(job), "venv").to_string();
+    assert!(
+        !Path::new(&venv).join("half-built").exists(),
+        "the cut-short directory was not used"
+    );
+    assert_eq!(lab.envs()[0]["builds"], 2);
+}
+
+// Containers: podman with runc (see ../shared notes), an image made here.
+
+fn podman_ready() -> bool {
+    let have = |p: &str| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let ok = have("podman") && Path::new("/bin/busybox").exists();
+    if !ok {
+        assert!(
+            std::env::var_os("GPUQ_TEST_STRICT").is_none(),
+            "podman or busybox is missing: scripts/test installs them"
+        );
+        eprintln!("skipped: podman or /bin/busybox is missing");
+    }
+    ok
+}
+
+/// Imports a busybox image as `name` into the storage of whoever runs `runner`.
+fn import_image(name: &str, user: Option<&str>) {
+    let root = tempfile::tempdir().unwrap();
+    for d in ["bin", "tmp", "etc"] {
+        std::fs::create_dir_all(root.path().join(d)).unwrap();
+    }
+    std::fs::copy("/bin/busybox", root.path().join("bin/busybox")).unwrap();
+    for tool in ["sh", "sleep", "cat", "echo", "env", "id", "ls", "touch"] {
+        std::os::unix::fs::symlink("busybox", root.path().join("bin").join(tool)).unwrap();
+    }
+    let tar = tempfile::Builder::new().suffix(".tar").tempfile().unwrap();
+    let ok = Command::new("tar")
+        .arg("-C")
+        .arg(root.path())
+        .arg("-cf")
+        .arg(tar.path())
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    std::fs::set_permissions(
+        tar.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let mut cmd = match user {
+        Some(u) => {
+            let mut c = Command::new("runuser");
+            c.args(["-u", u, "--", "podman"]).current_dir("/tmp");
+            c
+        }
+        None => Command::new("podman"),
+    };
+    let out = cmd
+        .arg("import")
+        .arg(tar.path())
+        .arg(name)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "podman import: {}", stderr(&out));
+}
+
+const PODMAN_CONFIG: &str = "[containers]\nglobal_args = [\"--runtime\", \"runc\"]\nrun_args = [\"--ulimit\", \"nofile=1024:1024\", \"--ulimit\", \"nproc=1024:1024\"]\n";
+
+const IN_CONTAINER: &str = r#"trap 'echo got TERM > "$GPUQ_OUTPUT_DIR/term"; exit 3' TERM
+echo "gpus=$CUDA_VISIBLE_DEVICES job=$GPUQ_JOB_ID uid=$(id -u) cwd=$(pwd)"
+echo saved > "$GPUQ_CHECKPOINT_DIR/ckpt"
+test -e /bin/busybox && echo inside-image
+echo up
+while true; do sleep 0.2; done"#;
+
+fn check_container_job(d: &Daemon, cwd: &Path, submit: impl Fn(&[&str]) -> u64, uid: u32) {
+    let id = submit(&[
+        "--gpus",
+        "1",
+        "--cwd",
+        cwd.to_str().unwrap(),
+        "--image",
+        "localhost/gpuq-envs-test:1",
+        "--",
+        "sh",
+        "-c",
+        IN_CONTAINER,
+    ]);
+    let log = d.wait_for_log(id, "up", Duration::from_secs(60));
+    let job = d.show(id);
+    let gpus = job["gpus"].as_array().unwrap()[0].to_string();
+    assert!(
+        log.contains(&format!(
+            "gpus={gpus} job={id} uid={uid} cwd={}",
+            cwd.display()
+        )),
+        "{log}"
+    );
+    assert!(log.contains("inside-image"), "{log}");
+    let ckpt = d.job_dir(id).join("checkpoints/ckpt");
+    assert_eq!(std::fs::read_to_string(&ckpt).unwrap().trim(), "saved");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(&ckpt).unwrap().uid(),
+        uid,
+        "written as the job's user"
+    );
+    d.ok(&["cancel", &id.to_string()]);
+    let end = d.wait(id);
+    assert_eq!(end["state"], "cancelled");
+    let term = d.job_dir(id).join("outputs/term");
+    assert_eq!(
+        std::fs::read_to_string(&term).unwrap().trim(),
+        "got TERM",
+        "{end}"
+    );
+}
+
+#[test]
+fn a_container_job_sees_its_gpus_and_directories_and_gets_sigterm_on_cancel() {
+    if !podman_ready() {
+        return;
+    }
+    import_image("localhost/gpuq-envs-test:1", None);
+    let d = Daemon::start_with_config("sim:2", PODMAN_CONFIG);
+    let cwd = tempfile::tempdir().unwrap();
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    check_container_job(&d, cwd.path(), |args| d.submit(args), uid);
+    let out = d.gpuq(&["submit", "--image", "-v/:/host", "--", "true"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an image name that is a flag is refused"
+    );
+    assert!(stderr(&out).contains("image"), "{}", stderr(&out));
+}
+
+/// Under a root daemon the container runs rootless as the job's user.
+#[cfg(feature = "system-tests")]
+#[test]
+fn under_a_root_daemon_a_container_runs_rootless_as_the_jobs_user() {
+    if !podman_ready() {
+        return;
+    }
+    const USER: &str = "gpuqtestb";
+    let uid = ensure_user(USER);
+    import_image("localhost/gpuq-envs-test:1", Some(USER));
+    let d = Daemon::start_strict("sim:2", PODMAN_CONFIG);
+    let cwd = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(cwd.path(), Some(uid), Some(uid)).unwrap();
+    let submit = |args: &[&str]| {
+        let mut full = vec!["submit"];
+        full.extend_from_slice(args);
+        let out = as_user_in(d.path(), USER, cwd.path(), &full);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).trim().parse().unwrap()
+    };
+    check_container_job(&d, cwd.path(), submit, uid);
+}
