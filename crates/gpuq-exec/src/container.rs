@@ -55,8 +55,18 @@ pub struct ContainerJob<'a> {
 
 /// The podman command line for the job, and variables to set for it (inside
 /// values that differ from the host's: the GPUs' indices under CDI).
-pub fn wrap(p: &Podman, c: &ContainerJob<'_>) -> (Vec<String>, BTreeMap<String, String>) {
-    let mut argv: Vec<String> = vec![p.program.to_string_lossy().into_owned()];
+pub fn wrap(
+    relay: &Path,
+    p: &Podman,
+    c: &ContainerJob<'_>,
+) -> (Vec<String>, BTreeMap<String, String>) {
+    let mut argv: Vec<String> = vec![
+        relay.to_string_lossy().into_owned(),
+        "__container".into(),
+        container_name(c.job, c.attempt),
+        "--".into(),
+        p.program.to_string_lossy().into_owned(),
+    ];
     argv.extend(p.global_args.iter().cloned());
     argv.extend(
         [
@@ -115,6 +125,72 @@ pub fn wrap(p: &Podman, c: &ContainerJob<'_>) -> (Vec<String>, BTreeMap<String, 
     argv.push(c.image.to_string());
     argv.extend(c.argv.iter().cloned());
     (argv, extra)
+}
+
+/// Signals the stop protocol sends, relayed to the container.
+const RELAYED: [i32; 5] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+/// Body of `gpuq __container NAME -- PODMAN… run …`, the job's process: runs
+/// podman's client in a process group of its own and relays the stop
+/// protocol's signals with `podman kill` (a rootless client does not proxy
+/// them reliably); exits with the container's status.
+pub fn relay_main(name: &str, podman_argv: &[String]) -> i32 {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let Some(run) = podman_argv.iter().position(|a| a == "run") else {
+        eprintln!("gpuq __container is internal: it is started by the daemon");
+        return 2;
+    };
+    // SAFETY: signal-mask calls on this thread before any other thread exists.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for s in RELAYED {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    let mut cmd = std::process::Command::new(&podman_argv[0]);
+    cmd.args(&podman_argv[1..]).process_group(0);
+    // SAFETY: async-signal-safe: the child gets an empty signal mask back.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("gpuq: cannot start {}: {e}", podman_argv[0]);
+            return 127;
+        }
+    };
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code().unwrap_or(128 + status.signal().unwrap_or(0));
+        }
+        let timeout = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000_000,
+        };
+        // SAFETY: waits for one of the blocked signals, or the timeout.
+        let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+        if sig > 0 {
+            let _ = std::process::Command::new(&podman_argv[0])
+                .args(&podman_argv[1..run])
+                .args(["kill", "--signal", &sig.to_string(), name])
+                .stdout(std::process::Stdio::null())
+                .status();
+        }
+    }
 }
 
 /// What the executor adds to every job's environment at launch (after the
@@ -212,7 +288,7 @@ mod tests {
         assert!(!line.contains("secret") && !line.contains("HOME"), "{line}");
         assert!(line.ends_with("--ulimit nofile=1024:1024 localhost/train:1 python train.py"));
         assert!(extra.is_empty());
-        let (cmd, _) = wrap(&p, &ContainerJob { cdi: true, ..c });
+        let (cmd, _) = wrap(Path::new("/bin/gpuq"), &p, &ContainerJob { cdi: true, ..c });
         let line = cmd.join(" ");
         assert!(line.contains("--device nvidia.com/gpu=2 --device nvidia.com/gpu=3"));
         assert!(line.contains("--env CUDA_VISIBLE_DEVICES=0,1"), "{line}");

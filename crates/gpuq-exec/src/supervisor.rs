@@ -314,6 +314,11 @@ fn remove_container(
     env: Option<&std::collections::BTreeMap<String, String>>,
     credentials: Option<&Credentials>,
 ) {
+    // The job's argv is `gpuq __container NAME -- PODMAN… run …`.
+    let argv = match argv.iter().position(|a| a == "--") {
+        Some(at) => &argv[at + 1..],
+        None => argv,
+    };
     let Some(run) = argv.iter().position(|a| a == "run") else {
         return;
     };

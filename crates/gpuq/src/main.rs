@@ -11,6 +11,7 @@ fn main() {
         Some("__supervise") => std::process::exit(supervise_main(&args[2..])),
         Some("__env-build") => std::process::exit(env_build_main()),
         Some("__env-remove") => std::process::exit(env_remove_main(&args[2..])),
+        Some("__container") => std::process::exit(container_main(&args[2..])),
         _ => {}
     }
     let cli = cli::Cli::parse();
@@ -83,6 +84,19 @@ fn supervise_main(args: &[String]) -> i32 {
         terminal,
         container,
     })
+}
+
+/// `gpuq __container NAME -- PODMAN… run …` (internal): a container job's process.
+fn container_main(args: &[String]) -> i32 {
+    match args {
+        [name, dashes, podman @ ..] if dashes == "--" && !podman.is_empty() => {
+            gpuq_exec::container::relay_main(name, podman)
+        }
+        _ => {
+            eprintln!("gpuq __container is internal: it is started by the daemon");
+            2
+        }
+    }
 }
 
 /// `gpuq __env-build` (internal): builds a Python environment; stdin is its ticket.

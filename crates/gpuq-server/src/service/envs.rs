@@ -595,7 +595,8 @@ impl Service {
                 rootless,
                 cdi: container::cdi_available(),
             };
-            let (wrapped, extra) = container::wrap(&podman, &job);
+            let relay = std::env::current_exe().unwrap_or_else(|_| "gpuq".into());
+            let (wrapped, extra) = container::wrap(&relay, &podman, &job);
             *argv = wrapped;
             env.extend(extra);
         }
