@@ -3,6 +3,15 @@
 //! variables passed by name, its GPUs), run as the job's user (rootless, its
 //! uid mapped to itself inside).
 
+/// A line to the log (stdout and stderr are the build's or job's log): never
+/// panics on a failed write, as println! would on a closed pipe.
+macro_rules! logln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use crate::layout::JobDir;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -143,7 +152,7 @@ const RELAYED: [i32; 5] = [
 pub fn relay_main(name: &str, podman_argv: &[String]) -> i32 {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     let Some(run) = podman_argv.iter().position(|a| a == "run") else {
-        eprintln!("gpuq __container is internal: it is started by the daemon");
+        logln!("gpuq __container is internal: it is started by the daemon");
         return 2;
     };
     // SAFETY: signal-mask calls on this thread before any other thread exists.
@@ -169,7 +178,7 @@ pub fn relay_main(name: &str, podman_argv: &[String]) -> i32 {
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("gpuq: cannot start {}: {e}", podman_argv[0]);
+            logln!("gpuq: cannot start {}: {e}", podman_argv[0]);
             return 127;
         }
     };
@@ -271,10 +280,12 @@ mod tests {
             rootless: true,
             cdi: false,
         };
-        let (cmd, extra) = wrap(&p, &c);
+        let (cmd, extra) = wrap(Path::new("/bin/gpuq"), &p, &c);
         let line = cmd.join(" ");
         assert!(
-            line.starts_with("/usr/bin/podman --runtime runc run --rm --name gpuq-7-2"),
+            line.starts_with(
+                "/bin/gpuq __container gpuq-7-2 -- /usr/bin/podman --runtime runc run --rm --name gpuq-7-2"
+            ),
             "{line}"
         );
         assert!(line.contains("--userns keep-id"));

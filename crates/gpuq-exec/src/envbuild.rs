@@ -11,6 +11,15 @@
 //! (that directory is never used: only a recorded success makes an
 //! environment ready).
 
+/// A line to the log (stdout and stderr are the build's or job's log): never
+/// panics on a failed write, as println! would on a closed pipe.
+macro_rules! logln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use crate::RunAs;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -273,14 +282,14 @@ fn drop_privileges(uid: u32, gid: u32, groups: &[u32]) -> std::io::Result<()> {
 pub fn remove_main(path: &Path, uid: Option<u32>, gid: Option<u32>) -> i32 {
     if let (Some(u), Some(g)) = (uid, gid) {
         if let Err(e) = drop_privileges(u, g, &[]) {
-            eprintln!("gpuq __env-remove: {e}");
+            logln!("gpuq __env-remove: {e}");
             return 1;
         }
     }
     match std::fs::remove_dir_all(path) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("gpuq __env-remove {}: {e}", path.display());
+            logln!("gpuq __env-remove {}: {e}", path.display());
             1
         }
     }
@@ -298,7 +307,7 @@ pub fn build_main() -> i32 {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("gpuq __env-build is internal: it is started by the daemon ({e})");
+            logln!("gpuq __env-build is internal: it is started by the daemon ({e})");
             return 2;
         }
     };
@@ -314,13 +323,13 @@ pub fn build_main() -> i32 {
     };
     match &result {
         BuildResult::Ready { packages, .. } => {
-            println!(
+            logln!(
                 "gpuq: environment {} is ready ({} packages)",
                 req.key,
                 packages.len()
             )
         }
-        BuildResult::Failed { cause } => println!("gpuq: the build failed: {cause}"),
+        BuildResult::Failed { cause } => logln!("gpuq: the build failed: {cause}"),
     }
     let json = serde_json::to_vec(&result).unwrap_or_default();
     let written = ticket
@@ -328,7 +337,7 @@ pub fn build_main() -> i32 {
         .and_then(|()| ticket.write_all_at(&json, 0))
         .and_then(|()| ticket.sync_data());
     if let Err(e) = written {
-        eprintln!("gpuq: cannot record the build's result: {e}");
+        logln!("gpuq: cannot record the build's result: {e}");
         return 1;
     }
     0
@@ -352,7 +361,7 @@ fn read_all(file: &std::fs::File) -> std::io::Result<Vec<u8>> {
 /// Runs one step, its output going to the log; a failure's cause is the
 /// step's own message (uv's resolver error), trimmed.
 fn step(what: &str, cmd: &mut Command) -> Result<String, String> {
-    println!("gpuq: {what}");
+    logln!("gpuq: {what}");
     let out = cmd
         .stdin(Stdio::null())
         .output()

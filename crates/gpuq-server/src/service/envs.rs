@@ -21,6 +21,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The attempt whose software `add_env_launch` sets up.
+pub(super) struct EnvLaunch<'a> {
+    pub id: JobId,
+    pub attempt: u32,
+    pub spec: &'a JobSpec,
+    pub cwd: &'a str,
+    /// Its GPUs on its (first) node.
+    pub gpus: &'a [u32],
+    /// It runs as a user other than root (a container then maps that uid inside).
+    pub rootless: bool,
+}
+
 /// A build this daemon watches.
 #[derive(Debug, Clone)]
 pub(super) struct Build {
@@ -550,15 +562,18 @@ impl Service {
     /// command wrapped in podman.
     pub(super) fn add_env_launch(
         &self,
-        id: JobId,
-        attempt: u32,
-        spec: &JobSpec,
-        cwd: &str,
-        gpus: &[u32],
-        rootless: bool,
+        at: EnvLaunch<'_>,
         argv: &mut Vec<String>,
         env: &mut BTreeMap<String, String>,
     ) -> Result<(), String> {
+        let EnvLaunch {
+            id,
+            attempt,
+            spec,
+            cwd,
+            gpus,
+            rootless,
+        } = at;
         if spec.python.is_some() {
             let mut inner = self.lock();
             let key =

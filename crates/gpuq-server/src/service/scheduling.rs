@@ -268,9 +268,15 @@ impl Service {
                 .first()
                 .map(|p| p.gpus.clone())
                 .unwrap_or_default();
-            self.add_env_launch(
-                id, attempt, &info.spec, &info.cwd, &gpus, rootless, &mut argv, &mut env,
-            )?;
+            let at = super::envs::EnvLaunch {
+                id,
+                attempt,
+                spec: &info.spec,
+                cwd: &info.cwd,
+                gpus: &gpus,
+                rootless,
+            };
+            self.add_env_launch(at, &mut argv, &mut env)?;
             let spec = Arc::new(info.spec);
             let launch = Launch {
                 job: id,
