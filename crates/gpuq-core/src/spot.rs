@@ -25,7 +25,7 @@
 //!   overhead, and, when its region is not the region of the last instance
 //!   (where the checkpoint is), the transfer price of the checkpoint;
 //! * a running instance is billed for the whole tick (spot at that region's
-//!   price of that tick, on-demand at the on-demand price) and makes
+//!   price of that tick, on-demand at that region's on-demand price) and makes
 //!   `max(0, tick - overhead left)` seconds of progress.
 //!
 //! [`simulate`] runs a [`SpotPolicy`] over that model and enforces the deadline
@@ -36,10 +36,12 @@
 mod model;
 mod optimum;
 mod policies;
+mod slack;
 
 pub use model::*;
 pub use optimum::{offline_optimum, Optimum};
-pub use policies::{Greedy, OnDemandOnly, SlackAware, UniformProgress};
+pub use policies::{Greedy, OnDemandOnly, UniformProgress};
+pub use slack::SlackAware;
 
 #[cfg(test)]
 mod tests;

@@ -1,17 +1,14 @@
-//! Spot decisions for a deadline job, on the public AWS V100 spot traces of
-//! "Can't Be Late" (NSDI'24) as republished by the SkyNomad artifact, in the
-//! exact setting of SkyNomad's published V100 results, with those results
-//! beside ours. The policies and the model are `gpuq_core::spot`; this module
-//! reads the data, cuts the windows and makes the table.
+//! Spot decisions for a deadline job, on any spot data in the provider-neutral
+//! format of [`format`] (zones with per-zone on-demand prices, a regular tick
+//! inferred from the data), judged window by window against Uniform Progress,
+//! greedy and the exact optimum. The policies and the model are
+//! `gpuq_core::spot`; this module reads the data, cuts the windows and makes
+//! the tables.
 //!
-//! The data directory holds `<zone>_<device>.csv` files (`date,availability`,
-//! one row per sample, the same timestamps in every zone), a JSON object of
-//! spot prices (`{"<zone>_<device>": [dollars per hour, one per CSV row]}`),
-//! and optionally the published results (`skynomad_v100_sim_results.csv`).
-//!
-//! Ticks are the sample rows, each counted as the fixed 195 s of the
-//! published model (`gap_seconds` of the artifact is the first sample step);
-//! the rows' real spacing (194 to 280 s) is reported, not used.
+//! Nothing here knows one provider: zones, prices, the tick and the windows
+//! all come from the data and the setting. A published results file (the
+//! SkyNomad artifact's CSV columns) can be set beside ours with
+//! [`SpotSetting::published`].
 
 use gpuq_core::spot::{
     offline_optimum, on_demand_cost, replay, simulate, Greedy, Job, OnDemandOnly, Optimum,
@@ -20,11 +17,11 @@ use gpuq_core::spot::{
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The published results file, when the data directory has it.
-pub const PUBLISHED_FILE: &str = "skynomad_v100_sim_results.csv";
+/// The bound every window of our policy is judged against: at most this many
+/// times the optimum's cost.
+pub const WINDOW_BOUND: f64 = 1.5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpotError {
@@ -34,8 +31,10 @@ pub enum SpotError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {why}")]
+    #[error("{}: {why}", .path.display())]
     Data { path: PathBuf, why: String },
+    #[error("{0}")]
+    Usage(String),
     #[error(transparent)]
     Model(#[from] CoreError),
     #[error("window {window} (tick {start}) needs {need} ticks, the data has {have}")]
@@ -49,47 +48,33 @@ pub enum SpotError {
     Check(String),
 }
 
-/// The experiment: which zones, which job, which windows, which prices.
+/// Which windows: `n` starts evenly spaced over the span that leaves room for
+/// the deadline, or given start times (hours after the data's first row).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Windows {
+    Count(usize),
+    StartsH(Vec<f64>),
+}
+
+/// The experiment: which zones, which job, which windows, which transfer
+/// price.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SpotSetting {
-    /// Zones, as in the file names (`us-east-1c` for `us-east-1c_v100_1.csv`).
+    /// Zones to use, in this order; empty: every zone of `zones.csv`.
     pub zones: Vec<String>,
-    /// Seconds per tick (per sample row).
-    pub tick_s: f64,
-    pub on_demand_per_h: f64,
     pub work_h: f64,
     pub deadline_h: f64,
     pub restart_h: f64,
-    /// Window numbers; window `w` starts at tick `w * deadline ticks` (the
-    /// artifact's tiling of the full trace into deadline-long windows).
-    pub windows: Vec<usize>,
-    /// Checkpoint size, GB, moved on every change of region.
+    /// Checkpoint size, GB, moved on every change of zone.
     pub checkpoint_gb: f64,
+    /// Dollars per GB moved between two zones.
+    pub transfer_per_gb: f64,
+    pub windows: Windows,
+    /// A published results file to set beside ours (optional).
+    pub published: Option<PathBuf>,
 }
 
 impl SpotSetting {
-    /// SkyNomad's V100 setting (`scripts_multi/benchmark_components/configs/v100.py`
-    /// of the artifact, and the columns of its results file): 1106 ticks of
-    /// 195 s to the deadline (59.908 h, the 60 h window files' 1107 ticks less
-    /// one), work = deadline / 1.5 = 39.939 h, restart 0.2 h, windows 3, 5, 7,
-    /// 8, 14 (starting at 179.7, 299.5, 419.4, 479.3, 838.7 h), checkpoint
-    /// 50 GB, on-demand $3.06/h (p3.2xlarge).
-    pub fn skynomad_v100() -> SpotSetting {
-        let deadline_h = 1106.0 * 195.0 / 3600.0;
-        SpotSetting {
-            zones: ["us-east-1c", "us-east-2b", "us-west-2a"]
-                .map(String::from)
-                .to_vec(),
-            tick_s: 195.0,
-            on_demand_per_h: 3.06,
-            work_h: deadline_h / 1.5,
-            deadline_h,
-            restart_h: 0.2,
-            windows: vec![3, 5, 7, 8, 14],
-            checkpoint_gb: 50.0,
-        }
-    }
-
     fn job(&self) -> Job {
         Job {
             work_h: self.work_h,
@@ -97,49 +82,22 @@ impl SpotSetting {
             restart_h: self.restart_h,
         }
     }
-
-    /// Ticks per window (to the deadline).
-    pub fn window_ticks(&self) -> usize {
-        (self.deadline_h * 3600.0 / self.tick_s + 1e-9).floor() as usize
-    }
 }
 
-/// AWS S3 inter-region transfer, dollars per GB, as the SkyNomad artifact
-/// bills a migration (`sky_spot/migration_model.py`): free within a region
-/// (across its zones), $0.01 between us-east-1 and us-east-2, $0.02 between
-/// other US regions.
-pub fn transfer_usd_per_gb(from_zone: &str, to_zone: &str) -> f64 {
-    let region = |z: &str| {
-        z.trim_end_matches(|c: char| c.is_ascii_lowercase())
-            .to_string()
-    };
-    let (a, b) = (region(from_zone), region(to_zone));
-    if a == b {
-        0.0
-    } else if matches!(
-        (a.as_str(), b.as_str()),
-        ("us-east-1", "us-east-2") | ("us-east-2", "us-east-1")
-    ) {
-        0.01
-    } else {
-        0.02
-    }
-}
-
-/// One policy on one region set, over the windows.
+/// One policy on one zone set, over the windows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub policy: String,
     /// The zones it may use, joined by `+`.
     pub regions: String,
-    /// Dollars per window, in the order of the setting's windows.
+    /// Dollars per window, in the order of the windows.
     pub costs: Vec<f64>,
     pub mean: f64,
-    /// The published policy this row is compared with (the same policy for
-    /// Uniform Progress and the optimum; SkyNomad for ours on all zones;
-    /// Uniform Progress of the zone for ours on one zone).
+    /// Cost over the optimum of the same zones, per window.
+    pub ratios: Vec<f64>,
+    pub worst_ratio: f64,
+    /// The published policy this row is compared with, if any.
     pub reference: Option<String>,
-    /// Its published cost per window.
     pub published: Option<Vec<f64>>,
     pub published_mean: Option<f64>,
     /// Windows where the deadline was missed (must be 0).
@@ -156,155 +114,165 @@ pub struct Row {
     pub outcomes: Vec<SpotOutcome>,
 }
 
+/// One window on all the zones, the policies side by side.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowRow {
+    pub start_tick: usize,
+    pub start_h: f64,
+    pub optimum: f64,
+    pub slack_aware: f64,
+    pub greedy: f64,
+    /// The cheapest zone's Uniform Progress in this window, and its zone.
+    pub uniform_progress: f64,
+    pub uniform_progress_zone: String,
+    pub on_demand: f64,
+}
+
 /// Facts about the data, for the record.
 #[derive(Debug, Clone, Serialize)]
 pub struct DataSummary {
+    pub zones: Vec<String>,
+    pub on_demand_per_h: Vec<f64>,
     pub rows: usize,
-    pub first_unix_s: i64,
-    pub last_unix_s: i64,
-    pub median_step_s: i64,
-    pub min_step_s: i64,
-    pub max_step_s: i64,
-    /// Real hours covered by each window's rows (vs the model's ticks × 195 s).
-    pub window_real_h: Vec<f64>,
+    pub tick_s: f64,
+    pub start_ms: i64,
+    /// Fraction of ticks available, per zone, over the whole data.
+    pub availability: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SpotReport {
     pub setting: SpotSetting,
     pub data: DataSummary,
-    pub on_demand_only_usd: f64,
+    pub window_ticks: usize,
+    pub windows: Vec<WindowRow>,
+    pub on_demand_only_usd: Vec<f64>,
     pub rows: Vec<Row>,
-    /// Every optimum plan replayed through the simulator at its DP cost (the
-    /// cost-model check), and no policy under the optimum of its region set.
+    /// Every plan (optimum and policies) replayed at its cost, no policy under
+    /// the optimum, and the window bound of ours.
     pub checks: Vec<String>,
+    /// Windows where our policy on all zones cost over [`WINDOW_BOUND`] times
+    /// the optimum (must be none).
+    pub over_bound: Vec<usize>,
 }
 
-/// [`evaluate_with`] in SkyNomad's V100 setting.
-pub fn evaluate(dir: &Path) -> Result<SpotReport, SpotError> {
-    evaluate_with(dir, &SpotSetting::skynomad_v100())
+/// Start ticks of the windows.
+fn window_starts(
+    w: &Windows,
+    rows: usize,
+    len: usize,
+    tick_s: f64,
+) -> Result<Vec<usize>, SpotError> {
+    let starts: Vec<usize> = match w {
+        Windows::Count(0) => return Err(SpotError::Usage("--windows 0: give at least one".into())),
+        Windows::Count(n) => {
+            let Some(last) = rows.checked_sub(len) else {
+                return Err(SpotError::Window {
+                    window: 0,
+                    start: 0,
+                    need: len,
+                    have: rows,
+                });
+            };
+            if *n == 1 {
+                vec![0]
+            } else {
+                (0..*n)
+                    .map(|i| ((i as f64 * last as f64) / (*n - 1) as f64).round() as usize)
+                    .collect()
+            }
+        }
+        Windows::StartsH(hs) => {
+            let mut v = Vec::new();
+            for h in hs {
+                if !(h.is_finite() && *h >= 0.0) {
+                    return Err(SpotError::Usage(format!(
+                        "--start {h}: expected hours >= 0"
+                    )));
+                }
+                v.push((h * 3600.0 / tick_s).round() as usize);
+            }
+            v
+        }
+    };
+    for (i, &s) in starts.iter().enumerate() {
+        if s + len > rows {
+            return Err(SpotError::Window {
+                window: i,
+                start: s,
+                need: len,
+                have: rows,
+            });
+        }
+    }
+    Ok(starts)
 }
 
 /// Runs every policy of the comparison on every window of `setting`.
-pub fn evaluate_with(dir: &Path, setting: &SpotSetting) -> Result<SpotReport, SpotError> {
-    let traces = load(dir, &setting.zones)?;
-    let published_path = dir.join(PUBLISHED_FILE);
-    let published = if published_path.is_file() {
-        Some(load_published(&published_path, setting)?)
-    } else {
-        None
+pub fn evaluate(dir: &Path, setting: &SpotSetting) -> Result<SpotReport, SpotError> {
+    let only = (!setting.zones.is_empty()).then_some(setting.zones.as_slice());
+    let traces = format::load(dir, only)?;
+    let tick_s = traces.tick_s;
+    let t_len = (setting.deadline_h * 3600.0 / tick_s + 1e-9).floor() as usize;
+    if t_len == 0 {
+        return Err(SpotError::Usage(format!(
+            "--deadline {} h is shorter than one tick ({tick_s} s)",
+            setting.deadline_h
+        )));
+    }
+    let starts = window_starts(&setting.windows, traces.rows(), t_len, tick_s)?;
+    let starts_h: Vec<f64> = starts.iter().map(|&s| s as f64 * tick_s / 3600.0).collect();
+    let published = match &setting.published {
+        Some(p) => Some(load_published(p, &starts_h, tick_s / 3600.0)?),
+        None => None,
     };
-    let t_len = setting.window_ticks();
     let job = setting.job();
-    let n = setting.zones.len();
+    let n = traces.zones.len();
     let all: Vec<usize> = (0..n).collect();
-    let mut envs = Vec::new();
-    let mut window_real_h = Vec::new();
-    for &w in &setting.windows {
-        let start = w * t_len;
-        if start + t_len > traces.times.len() {
-            return Err(SpotError::Window {
-                window: w,
-                start,
-                need: t_len,
-                have: traces.times.len(),
-            });
-        }
-        window_real_h.push((traces.times[start + t_len - 1] - traces.times[start]) as f64 / 3600.0);
-        let regions = (0..n)
-            .map(|i| SpotRegion {
-                name: setting.zones[i].clone(),
-                available: traces.available[i][start..start + t_len].to_vec(),
-                price_per_h: traces.prices[i][start..start + t_len].to_vec(),
-            })
-            .collect();
-        let transfer_usd = (0..n)
-            .map(|i| {
-                (0..n)
-                    .map(|j| {
-                        setting.checkpoint_gb
-                            * transfer_usd_per_gb(&setting.zones[i], &setting.zones[j])
-                    })
-                    .collect()
-            })
-            .collect();
-        let env = SpotEnv {
-            tick_s: setting.tick_s,
-            on_demand_per_h: setting.on_demand_per_h,
-            regions,
-            transfer_usd,
-        };
-        env.validate()?;
-        envs.push(env);
-    }
-
-    // (regions, published reference, maker)
-    type Maker = Box<dyn Fn() -> Box<dyn SpotPolicy>>;
-    let up = |i: usize| {
-        Some(Reference::new(
-            "rc_cr_threshold",
-            &setting.zones[i],
-            "Uniform Progress",
-        ))
+    let label = |set: &[usize]| {
+        set.iter()
+            .map(|&i| traces.zones[i].as_str())
+            .collect::<Vec<_>>()
+            .join("+")
     };
-    let mut plan: Vec<(Vec<usize>, Option<Reference>, Maker)> = Vec::new();
-    for i in 0..n {
-        plan.push((
-            vec![i],
-            up(i),
-            Box::new(|| Box::new(UniformProgress { region: 0 })),
-        ));
+    let move_usd = setting.checkpoint_gb * setting.transfer_per_gb;
+    let envs: Vec<SpotEnv> = starts
+        .iter()
+        .map(|&start| SpotEnv {
+            tick_s,
+            regions: (0..n)
+                .map(|i| SpotRegion {
+                    name: traces.zones[i].clone(),
+                    available: traces.available[i][start..start + t_len].to_vec(),
+                    price_per_h: traces.prices[i][start..start + t_len].to_vec(),
+                    on_demand_per_h: traces.on_demand_per_h[i],
+                })
+                .collect(),
+            transfer_usd: (0..n)
+                .map(|i| {
+                    (0..n)
+                        .map(|j| if i == j { 0.0 } else { move_usd })
+                        .collect()
+                })
+                .collect(),
+        })
+        .collect();
+    for e in &envs {
+        e.validate()?;
     }
-    for i in 0..n {
-        plan.push((vec![i], up(i), Box::new(|| Box::new(SlackAware::default()))));
-    }
-    let skynomad = Reference::new("unified_cost_model_rate_ratio", "", "SkyNomad");
-    plan.push((
-        all.clone(),
-        Some(skynomad),
-        Box::new(|| Box::new(SlackAware::default())),
-    ));
-    plan.push((all.clone(), None, Box::new(|| Box::new(Greedy))));
-    plan.push((all.clone(), None, Box::new(|| Box::new(OnDemandOnly))));
 
+    // The zone sets: each zone alone, and all of them (when more than one).
+    let mut sets: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
+    if n > 1 {
+        sets.push(all.clone());
+    }
+    let optima = optima(&sets, &envs, &job);
     let mut rows = Vec::new();
     let mut checks = Vec::new();
     let mut optimum_of: BTreeMap<Vec<usize>, Vec<f64>> = BTreeMap::new();
-    // The optimum for each region set (single zones and all).
-    let mut sets: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
-    sets.push(all.clone());
-    // The optimum is the slow part (about a second and 100 MB per window on
-    // three zones): as many at once as there are cores.
-    let tasks: Vec<(usize, usize)> = (0..sets.len())
-        .flat_map(|a| (0..envs.len()).map(move |b| (a, b)))
-        .collect();
-    let results: Vec<std::sync::Mutex<Option<Result<Optimum, CoreError>>>> =
-        tasks.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(tasks.len());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&(a, b)) = tasks.get(k) else { break };
-                let r = offline_optimum(&envs[b].subset(&sets[a]), &job);
-                *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            });
-        }
-    });
-    let mut results = results
-        .into_iter()
-        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()));
-    let optima: Vec<Vec<Result<Optimum, CoreError>>> = sets
-        .iter()
-        .map(|_| {
-            (0..envs.len())
-                .map(|_| results.next().flatten().expect("every optimum computed"))
-                .collect()
-        })
-        .collect();
+    let reference = |set: &[usize]| -> Option<(String, String)> {
+        (set.len() == n && n > 1).then(|| ("multi_region_oracle_dp".into(), String::new()))
+    };
     for (set, opts) in sets.iter().zip(optima) {
         let mut outcomes = Vec::new();
         for (k, (env, opt)) in envs.iter().zip(opts).enumerate() {
@@ -313,128 +281,249 @@ pub fn evaluate_with(dir: &Path, setting: &SpotSetting) -> Result<SpotReport, Sp
             let rep = replay(&sub, &job, &opt.plan)?;
             if !rep.met_deadline || (rep.cost - opt.cost).abs() > 1e-6 {
                 return Err(SpotError::Check(format!(
-                    "window {}: optimum {:.6} replays at {:.6} (met deadline: {})",
-                    setting.windows[k], opt.cost, rep.cost, rep.met_deadline
+                    "window {k}: optimum {:.6} replays at {:.6} (met deadline: {})",
+                    opt.cost, rep.cost, rep.met_deadline
                 )));
             }
             let mut o = rep;
             o.policy = "offline_optimum".into();
             outcomes.push(o);
         }
-        optimum_of.insert(set.clone(), outcomes.iter().map(|o| o.cost).collect());
-        let reference =
-            (set.len() == n).then(|| Reference::new("multi_region_oracle_dp", "", "oracle DP"));
+        let costs: Vec<f64> = outcomes.iter().map(|o| o.cost).collect();
+        optimum_of.insert(set.clone(), costs.clone());
         rows.push(make_row(
-            setting,
-            set,
+            label(set),
             outcomes,
-            reference,
+            &costs,
+            reference(set),
             published.as_ref(),
         ));
-        checks.push(format!(
-            "optimum on {}: every plan replays through the simulator at its DP cost (within $1e-6) and meets the deadline",
-            zones_label(setting, set)
-        ));
     }
+    checks.push(
+        "every optimum plan replays through the simulator at its DP cost (within $1e-6) and meets the deadline"
+            .into(),
+    );
+
+    type Maker = Box<dyn Fn() -> Box<dyn SpotPolicy>>;
+    type Ref = Option<(String, String)>;
+    let mut plan: Vec<(Vec<usize>, Ref, Maker)> = Vec::new();
+    for i in 0..n {
+        let up = Some(("rc_cr_threshold".to_string(), traces.zones[i].clone()));
+        plan.push((
+            vec![i],
+            up.clone(),
+            Box::new(|| Box::new(UniformProgress { region: 0 })),
+        ));
+        plan.push((vec![i], up, Box::new(|| Box::new(SlackAware::default()))));
+    }
+    if n > 1 {
+        let sky = Some(("unified_cost_model_rate_ratio".to_string(), String::new()));
+        plan.push((
+            all.clone(),
+            sky,
+            Box::new(|| Box::new(SlackAware::default())),
+        ));
+        plan.push((all.clone(), None, Box::new(|| Box::new(Greedy))));
+    }
+    plan.push((all.clone(), None, Box::new(|| Box::new(OnDemandOnly))));
     for (set, reference, maker) in &plan {
         let mut outcomes = Vec::new();
-        for env in &envs {
+        for (k, env) in envs.iter().enumerate() {
             let sub = env.subset(set);
             let mut p = maker();
-            outcomes.push(simulate(&sub, &job, p.as_mut())?);
-        }
-        let opt = &optimum_of[set];
-        for (k, o) in outcomes.iter().enumerate() {
-            if o.cost < opt[k] - 1e-6 {
+            let o = simulate(&sub, &job, p.as_mut())?;
+            let rep = replay(&sub, &job, &o.plan)?;
+            if (rep.cost - o.cost).abs() > 1e-6 || !rep.met_deadline {
                 return Err(SpotError::Check(format!(
-                    "{} on {} window {}: {:.4} below the optimum {:.4}",
+                    "{} on {} window {k}: reports {:.6}, its plan replays at {:.6}",
                     o.policy,
-                    zones_label(setting, set),
-                    setting.windows[k],
+                    label(set),
                     o.cost,
-                    opt[k]
+                    rep.cost
                 )));
             }
+            let opt = optimum_of[set][k];
+            if o.cost < opt - 1e-6 {
+                return Err(SpotError::Check(format!(
+                    "{} on {} window {k}: {:.4} below the optimum {opt:.4}",
+                    o.policy,
+                    label(set),
+                    o.cost
+                )));
+            }
+            outcomes.push(o);
         }
         rows.push(make_row(
-            setting,
-            set,
+            label(set),
             outcomes,
+            &optimum_of[set],
             reference.clone(),
             published.as_ref(),
         ));
     }
-    checks.push("no policy below the optimum of its region set in any window".into());
-    // How close our model comes to the published one.
+    checks.push("every policy's plan replays through the simulator at the cost it reports, and none is below the optimum of its zones in any window".into());
+    // The optimum rows last.
+    rows.rotate_left(sets.len());
+
+    let all_label = label(&all);
+    let find = |policy: &str| {
+        rows.iter()
+            .find(|r| r.policy == policy && r.regions == all_label)
+            .map(|r| r.costs.clone())
+            .unwrap_or_default()
+    };
+    let opt = optimum_of[&all].clone();
+    let ours = if n > 1 {
+        find("slack_aware")
+    } else {
+        rows.iter()
+            .find(|r| r.policy == "slack_aware")
+            .map(|r| r.costs.clone())
+            .unwrap_or_default()
+    };
+    let greedy = if n > 1 { find("greedy") } else { Vec::new() };
+    let od = find("on_demand");
+    let ups: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.policy == "uniform_progress")
+        .collect();
+    let windows: Vec<WindowRow> = (0..starts.len())
+        .map(|k| {
+            let (up, zone) = ups
+                .iter()
+                .map(|r| (r.costs[k], r.regions.clone()))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .unwrap_or((f64::NAN, String::new()));
+            WindowRow {
+                start_tick: starts[k],
+                start_h: starts_h[k],
+                optimum: opt[k],
+                slack_aware: ours[k],
+                greedy: greedy.get(k).copied().unwrap_or(f64::NAN),
+                uniform_progress: up,
+                uniform_progress_zone: zone,
+                on_demand: od[k],
+            }
+        })
+        .collect();
+    let over_bound: Vec<usize> = windows
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.slack_aware > WINDOW_BOUND * w.optimum + 1e-9)
+        .map(|(k, _)| k)
+        .collect();
+    let worst = windows
+        .iter()
+        .map(|w| w.slack_aware / w.optimum)
+        .fold(0.0, f64::max);
+    checks.push(format!(
+        "slack_aware on {all_label}: worst window {worst:.3}x the optimum (bound {WINDOW_BOUND}x): {}",
+        if over_bound.is_empty() {
+            "every window within".to_string()
+        } else {
+            format!("OVER in windows {over_bound:?}")
+        }
+    ));
     for r in &rows {
         let Some(p) = &r.published else { continue };
-        let diffs: Vec<f64> = r.costs.iter().zip(p).map(|(a, b)| a - b).collect();
-        let max = diffs.iter().fold(0.0f64, |m, d| m.max(d.abs()));
-        let what = match r.policy.as_str() {
-            "uniform_progress" => "reproduces",
-            "offline_optimum" => "compared with",
-            _ => continue,
-        };
+        let diffs: Vec<String> = r
+            .costs
+            .iter()
+            .zip(p)
+            .map(|(a, b)| format!("{:+.3}", a - b))
+            .collect();
         checks.push(format!(
-            "{} on {} {} the published {} to ${max:.3} at most per window (ours minus published: {})",
+            "{} on {} minus the published {}: {}",
             r.policy,
             r.regions,
-            what,
             r.reference.as_deref().unwrap_or(""),
-            diffs.iter().map(|d| format!("{d:+.3}")).collect::<Vec<_>>().join(", ")
+            diffs.join(", ")
         ));
     }
-    // Keep the optimum rows last, in the order single zones then all.
-    let k = sets.len();
-    rows.rotate_left(k);
-
-    let steps: Vec<i64> = traces.times.windows(2).map(|w| w[1] - w[0]).collect();
-    let mut sorted = steps.clone();
-    sorted.sort_unstable();
+    let rows_n = traces.rows().max(1) as f64;
     let data = DataSummary {
-        rows: traces.times.len(),
-        first_unix_s: traces.times[0],
-        last_unix_s: *traces.times.last().unwrap_or(&0),
-        median_step_s: sorted.get(sorted.len() / 2).copied().unwrap_or(0),
-        min_step_s: sorted.first().copied().unwrap_or(0),
-        max_step_s: sorted.last().copied().unwrap_or(0),
-        window_real_h,
+        zones: traces.zones.clone(),
+        on_demand_per_h: traces.on_demand_per_h.clone(),
+        rows: traces.rows(),
+        tick_s,
+        start_ms: traces.start_ms,
+        availability: traces
+            .available
+            .iter()
+            .map(|a| a.iter().filter(|x| **x).count() as f64 / rows_n)
+            .collect(),
     };
-    let env0 = envs.first().map(|e| e.subset(&[0]));
-    let on_demand_only_usd = match env0 {
-        Some(e) => on_demand_cost(&e, &job)?,
-        None => 0.0,
-    };
+    let on_demand_only_usd = envs
+        .iter()
+        .map(|e| on_demand_cost(e, &job))
+        .collect::<Result<_, _>>()?;
     Ok(SpotReport {
         setting: setting.clone(),
         data,
+        window_ticks: t_len,
+        windows,
         on_demand_only_usd,
         rows,
         checks,
+        over_bound,
     })
 }
 
-fn zones_label(setting: &SpotSetting, set: &[usize]) -> String {
-    set.iter()
-        .map(|&i| setting.zones[i].as_str())
-        .collect::<Vec<_>>()
-        .join("+")
+/// The optimum of every zone set in every window, as many at once as there
+/// are cores (it is the slow part).
+fn optima(
+    sets: &[Vec<usize>],
+    envs: &[SpotEnv],
+    job: &Job,
+) -> Vec<Vec<Result<Optimum, CoreError>>> {
+    let tasks: Vec<(usize, usize)> = (0..sets.len())
+        .flat_map(|a| (0..envs.len()).map(move |b| (a, b)))
+        .collect();
+    let results: Vec<std::sync::Mutex<Option<Result<Optimum, CoreError>>>> =
+        tasks.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(tasks.len())
+        .max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(a, b)) = tasks.get(k) else { break };
+                let r = offline_optimum(&envs[b].subset(&sets[a]), job);
+                *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    let mut results = results
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()));
+    sets.iter()
+        .map(|_| {
+            (0..envs.len())
+                .map(|_| results.next().flatten().expect("every optimum computed"))
+                .collect()
+        })
+        .collect()
 }
 
 fn make_row(
-    setting: &SpotSetting,
-    set: &[usize],
+    regions: String,
     outcomes: Vec<SpotOutcome>,
-    reference: Option<Reference>,
+    optimum: &[f64],
+    reference: Option<(String, String)>,
     published: Option<&Published>,
 ) -> Row {
     let n = outcomes.len().max(1) as f64;
     let mean = |f: &dyn Fn(&SpotOutcome) -> f64| outcomes.iter().map(f).sum::<f64>() / n;
-    let published: Option<Vec<f64>> = reference.as_ref().and_then(|r| {
-        let m = published?.get(&r.strategy, &r.zone)?;
-        setting.windows.iter().map(|w| m.get(w).copied()).collect()
+    let costs: Vec<f64> = outcomes.iter().map(|o| o.cost).collect();
+    let ratios: Vec<f64> = costs.iter().zip(optimum).map(|(c, o)| c / o).collect();
+    let pubd: Option<Vec<f64>> = reference.as_ref().and_then(|(s, z)| {
+        let m = published?.get(s, z)?;
+        (0..costs.len()).map(|w| m.get(&w).copied()).collect()
     });
-    let published_mean = published
+    let published_mean = pubd
         .as_ref()
         .map(|p| p.iter().sum::<f64>() / p.len().max(1) as f64);
     Row {
@@ -442,11 +531,19 @@ fn make_row(
             .first()
             .map(|o| o.policy.clone())
             .unwrap_or_default(),
-        regions: zones_label(setting, set),
-        costs: outcomes.iter().map(|o| o.cost).collect(),
+        regions,
         mean: mean(&|o| o.cost),
-        reference: reference.filter(|_| published.is_some()).map(|r| r.label),
-        published,
+        worst_ratio: ratios.iter().copied().fold(0.0, f64::max),
+        ratios,
+        costs,
+        reference: reference.filter(|_| pubd.is_some()).map(|(s, z)| {
+            if z.is_empty() {
+                s
+            } else {
+                format!("{s} {z}")
+            }
+        }),
+        published: pubd,
         published_mean,
         misses: outcomes.iter().filter(|o| !o.met_deadline).count(),
         preemptions: mean(&|o| o.preemptions as f64),
@@ -460,111 +557,13 @@ fn make_row(
     }
 }
 
-impl fmt::Display for SpotReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &self.setting;
-        writeln!(
-            f,
-            "Spot vs on-demand, {} h of work, deadline {:.3} h, restart {} h, tick {} s, on-demand ${}/h, checkpoint {} GB; windows {:?}.",
-            fmt_num(s.work_h, 3),
-            s.deadline_h,
-            s.restart_h,
-            s.tick_s,
-            s.on_demand_per_h,
-            s.checkpoint_gb,
-            s.windows
-        )?;
-        writeln!(f)?;
-        write!(f, "| policy | regions |")?;
-        for w in &s.windows {
-            write!(f, " w{w} |")?;
-        }
-        writeln!(f, " mean | published, mean | misses |")?;
-        write!(f, "|---|---|")?;
-        for _ in &s.windows {
-            write!(f, "---:|")?;
-        }
-        writeln!(f, "---:|---|---:|")?;
-        for r in &self.rows {
-            write!(f, "| {} | {} |", r.policy, r.regions)?;
-            for c in &r.costs {
-                write!(f, " {c:.2} |")?;
-            }
-            let pm = match (&r.reference, r.published_mean) {
-                (Some(name), Some(m)) => format!("{name}: {m:.2}"),
-                _ => String::new(),
-            };
-            writeln!(f, " **{:.2}** | {} | {} |", r.mean, pm, r.misses)?;
-        }
-        writeln!(f)?;
-        writeln!(f, "Published per window (SkyNomad artifact, same setting):")?;
-        writeln!(f)?;
-        write!(f, "| policy | regions |")?;
-        for w in &s.windows {
-            write!(f, " w{w} |")?;
-        }
-        writeln!(f, " mean |")?;
-        write!(f, "|---|---|")?;
-        for _ in &s.windows {
-            write!(f, "---:|")?;
-        }
-        writeln!(f, "---:|")?;
-        let mut shown = std::collections::BTreeSet::new();
-        for r in self.rows.iter().filter(|r| r.published.is_some()) {
-            let name = r.reference.clone().unwrap_or_default();
-            if !shown.insert(name.clone()) {
-                continue;
-            }
-            let p = r.published.as_deref().unwrap_or(&[]);
-            write!(f, "| {} | {} |", name, r.regions)?;
-            for c in p {
-                write!(f, " {c:.2} |")?;
-            }
-            writeln!(f, " {:.2} |", r.published_mean.unwrap_or(f64::NAN))?;
-        }
-        writeln!(f)?;
-        writeln!(f, "Means per window: spot and on-demand hours, preemptions, instance starts, region changes, guarantee overrides (total):")?;
-        writeln!(f)?;
-        writeln!(f, "| policy | regions | spot h | on-demand h | done at h | preemptions | starts | migrations | forced |")?;
-        writeln!(f, "|---|---|---:|---:|---:|---:|---:|---:|---:|")?;
-        for r in &self.rows {
-            writeln!(
-                f,
-                "| {} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {} |",
-                r.policy,
-                r.regions,
-                r.spot_h,
-                r.on_demand_h,
-                r.finished_at_h,
-                r.preemptions,
-                r.launches,
-                r.migrations,
-                r.forced
-            )?;
-        }
-        writeln!(f)?;
-        writeln!(
-            f,
-            "Data: {} rows per zone, steps {} s median ({}..{} s); the model counts each row as {} s. On-demand only: ${:.2}.",
-            self.data.rows, self.data.median_step_s, self.data.min_step_s, self.data.max_step_s, s.tick_s, self.on_demand_only_usd
-        )?;
-        writeln!(f)?;
-        for c in &self.checks {
-            writeln!(f, "- Check: {c}.")?;
-        }
-        Ok(())
-    }
-}
-
-fn fmt_num(x: f64, d: usize) -> String {
-    format!("{x:.d$}")
-}
-
 mod data;
-use data::Reference;
-pub use data::{load, load_published, Published, Traces};
+mod display;
+pub mod format;
+pub use data::{load as load_legacy, load_published, Legacy, Published};
 #[cfg(test)]
 use data::{parse_datetime, split_csv};
+pub use format::{convert, load, Converted, Traces};
 
 #[cfg(test)]
 mod tests;

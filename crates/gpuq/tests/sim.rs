@@ -120,14 +120,59 @@ fn bad_input_is_refused_with_the_fix() {
 }
 
 #[test]
-fn the_spot_evaluation_refuses_data_that_cannot_hold_its_setting() {
-    // The evaluation runs the published setting (five 60-hour windows); the
-    // policies themselves are tested on this sample in gpuq-sim's tests.
-    let dir = repo_root().join("crates/gpuq-sim/tests/fixtures/spot");
-    let short = sim(&["--spot", dir.to_str().unwrap()]);
-    assert_eq!(short.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&short.stderr).contains("needs 1106 ticks"));
-    let missing = sim(&["--spot", "/nonexistent"]);
+fn the_spot_evaluation_converts_runs_and_refuses_bad_data_with_status_2() {
+    let src = repo_root().join("crates/gpuq-sim/tests/fixtures/spot");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("spot");
+    let (src_s, out_s) = (src.to_str().unwrap(), out.to_str().unwrap());
+    let no_price = sim(&["--spot-convert", src_s, out_s]);
+    assert_eq!(no_price.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_price.stderr).contains("--on-demand-per-hour"));
+    let conv = sim(&[
+        "--spot-convert",
+        src_s,
+        out_s,
+        "--on-demand-per-hour",
+        "3.06",
+    ]);
+    assert_eq!(conv.status.code(), Some(0), "{conv:?}");
+    assert!(String::from_utf8_lossy(&conv.stdout).contains("wrote 3 zones"));
+    let run = sim(&[
+        "--spot",
+        out_s,
+        "--work",
+        "5h",
+        "--deadline",
+        "1.5x",
+        "--windows",
+        "2",
+        "--checkpoint-gb",
+        "50",
+        "--transfer-per-gb",
+        "0.02",
+    ]);
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(text.contains("| window | start h | optimum |"), "{text}");
+    // The published setting does not fit in the 300 rows.
+    let long = sim(&["--spot", out_s, "--work", "39.94h", "--deadline", "59.91h"]);
+    assert_eq!(long.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&long.stderr).contains("needs 1062 ticks"),
+        "{long:?}"
+    );
+    let no_work = sim(&["--spot", out_s]);
+    assert_eq!(no_work.status.code(), Some(2));
+    std::fs::write(
+        out.join("us-east-2b.csv"),
+        "time,available,spot_per_hour\n0,1,1\n600,1,1\n600,1,1\n",
+    )
+    .unwrap();
+    let bad = sim(&["--spot", out_s, "--work", "1h", "--deadline", "2h"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("us-east-2b.csv: line 4, field time"), "{err}");
+    let missing = sim(&["--spot", "/nonexistent", "--work", "1h", "--deadline", "2h"]);
     assert_eq!(missing.status.code(), Some(2));
 }
 

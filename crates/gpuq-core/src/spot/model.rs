@@ -11,22 +11,22 @@ pub const DONE_EPS_S: f64 = 1e-3;
 const TICK_EPS: f64 = 1e-9;
 
 /// One region (an availability zone): per tick, whether a spot instance can be
-/// had and the spot price in dollars per hour.
+/// had and the spot price in dollars per hour, and its on-demand price.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpotRegion {
     pub name: String,
     pub available: Vec<bool>,
     pub price_per_h: Vec<f64>,
+    /// On-demand price in this region, dollars per hour (never lost).
+    pub on_demand_per_h: f64,
 }
 
-/// The environment of one run: regions over the same ticks, the on-demand
-/// price, and the price of moving the checkpoint between regions.
+/// The environment of one run: regions over the same ticks, and the price of
+/// moving the checkpoint between regions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpotEnv {
     /// Length of one tick, seconds.
     pub tick_s: f64,
-    /// On-demand price, dollars per hour (the same in every region).
-    pub on_demand_per_h: f64,
     pub regions: Vec<SpotRegion>,
     /// `transfer_usd[i][j]`: dollars charged when an instance starts in region
     /// `j` while the checkpoint is in region `i` (egress of the checkpoint).
@@ -44,9 +44,9 @@ pub struct Job {
     pub restart_h: f64,
 }
 
-/// What runs during a tick. On-demand carries its region because the
-/// checkpoint follows the instance (a later spot start elsewhere pays the
-/// transfer); the on-demand price is the same everywhere.
+/// What runs during a tick. On-demand carries its region: its price is that
+/// region's, and the checkpoint follows the instance (a later start elsewhere
+/// pays the transfer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Instance {
     None,
@@ -94,9 +94,6 @@ impl SpotEnv {
         if !(self.tick_s.is_finite() && self.tick_s > 0.0) {
             return bad(format!("tick {} s", self.tick_s));
         }
-        if !(self.on_demand_per_h.is_finite() && self.on_demand_per_h >= 0.0) {
-            return bad(format!("on-demand price {}", self.on_demand_per_h));
-        }
         let Some(first) = self.regions.first() else {
             return bad("no region".into());
         };
@@ -105,6 +102,12 @@ impl SpotEnv {
             return bad(format!("region {} has no tick", first.name));
         }
         for r in &self.regions {
+            if !(r.on_demand_per_h.is_finite() && r.on_demand_per_h >= 0.0) {
+                return bad(format!(
+                    "region {}: on-demand price {}",
+                    r.name, r.on_demand_per_h
+                ));
+            }
             if r.available.len() != n || r.price_per_h.len() != n {
                 return bad(format!(
                     "region {}: {} availability samples and {} prices, expected {n} of each",
@@ -158,6 +161,32 @@ impl SpotEnv {
         p[t.min(p.len() - 1)]
     }
 
+    /// On-demand price of `region`, dollars per hour.
+    pub fn on_demand(&self, region: usize) -> f64 {
+        self.regions[region].on_demand_per_h
+    }
+
+    /// The cheapest on-demand price of any region, dollars per hour.
+    pub fn cheapest_on_demand(&self) -> f64 {
+        self.regions
+            .iter()
+            .map(|r| r.on_demand_per_h)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// The region where an on-demand instance running `hours` costs least,
+    /// counting the transfer of the checkpoint from `from`.
+    pub fn best_on_demand(&self, from: Option<usize>, hours: f64) -> usize {
+        (0..self.regions.len())
+            .min_by(|&a, &b| {
+                let c = |r: usize| {
+                    self.on_demand(r) * hours + from.map_or(0.0, |f| self.transfer(f, r))
+                };
+                c(a).total_cmp(&c(b))
+            })
+            .unwrap_or(0)
+    }
+
     /// Dollars to move the checkpoint from `from` to `to`.
     pub fn transfer(&self, from: usize, to: usize) -> f64 {
         if from == to {
@@ -182,7 +211,6 @@ impl SpotEnv {
         };
         SpotEnv {
             tick_s: self.tick_s,
-            on_demand_per_h: self.on_demand_per_h,
             regions: regions.iter().map(|&i| self.regions[i].clone()).collect(),
             transfer_usd,
         }
@@ -297,8 +325,19 @@ impl SpotView<'_> {
     pub fn slack_s(&self) -> f64 {
         self.time_left_s() - self.remaining_s - self.p.restart_s
     }
-    pub fn on_demand_per_h(&self) -> f64 {
-        self.env.on_demand_per_h
+    /// On-demand price of region `r`, dollars per hour.
+    pub fn on_demand_per_h(&self, r: usize) -> f64 {
+        self.env.on_demand(r)
+    }
+    /// The cheapest on-demand price of any region.
+    pub fn cheapest_on_demand(&self) -> f64 {
+        self.env.cheapest_on_demand()
+    }
+    /// Where an on-demand instance would finish the job cheapest from here
+    /// (its price over the work left and a restart, plus the transfer).
+    pub fn best_on_demand(&self) -> usize {
+        let h = (self.remaining_s + self.p.restart_s) / 3600.0;
+        self.env.best_on_demand(self.checkpoint, h)
     }
     pub fn transfer_usd(&self, from: usize, to: usize) -> f64 {
         self.env.transfer(from, to)
@@ -404,6 +443,10 @@ pub struct SpotOutcome {
     /// Ticks where the policy's choice broke the deadline guarantee and
     /// on-demand was used instead.
     pub forced: u32,
+    /// What ran at each tick until the job was done (after the guarantee):
+    /// [`replay`] of it costs `cost`.
+    #[serde(skip)]
+    pub plan: Vec<Instance>,
 }
 
 /// Runs `policy` over `env` for `job`, tick by tick, with the deadline
@@ -461,6 +504,7 @@ fn run(
         spot_h: 0.0,
         on_demand_h: 0.0,
         forced: 0,
+        plan: Vec::new(),
     };
     let mut previous = Instance::None;
     let mut overhead_left = 0.0;
@@ -488,14 +532,14 @@ fn run(
         let mut a = policy.decide(&view);
         a = match a {
             Instance::Spot(r) if r >= nreg || !env.available(r, t) => Instance::None,
-            Instance::OnDemand(r) if r >= nreg => Instance::OnDemand(checkpoint.unwrap_or(0)),
+            Instance::OnDemand(r) if r >= nreg => Instance::OnDemand(view.best_on_demand()),
             a => a,
         };
         if guard && !view.allows(a) {
             out.forced += 1;
             a = match current {
                 Instance::OnDemand(_) => current,
-                _ => Instance::OnDemand(checkpoint.unwrap_or(0)),
+                _ => Instance::OnDemand(view.best_on_demand()),
             };
             debug_assert!(view.allows(a), "on-demand must be allowed at tick {t}");
         }
@@ -519,8 +563,8 @@ fn run(
                 out.cost += env.price(r, t) * tick_h;
                 out.spot_h += tick_h;
             }
-            Instance::OnDemand(_) => {
-                out.cost += env.on_demand_per_h * tick_h;
+            Instance::OnDemand(r) => {
+                out.cost += env.on_demand(r) * tick_h;
                 out.on_demand_h += tick_h;
             }
         }
@@ -531,6 +575,7 @@ fn run(
             checkpoint = Some(r);
         }
         previous = a;
+        out.plan.push(a);
         if remaining <= DONE_EPS_S {
             out.finished_at_h = Some((t + 1) as f64 * tick_h);
             out.met_deadline = true;
@@ -540,8 +585,9 @@ fn run(
     Ok(out)
 }
 
-/// Dollars of running on-demand only: one start, then to the end.
+/// Dollars of running on-demand only: one start, in the cheapest region, then
+/// to the end.
 pub fn on_demand_cost(env: &SpotEnv, job: &Job) -> Result<f64, SpotError> {
     let p = Units::new(env, job)?;
-    Ok(p.ticks_for(p.work_s + p.restart_s) as f64 * env.on_demand_per_h * env.tick_h())
+    Ok(p.ticks_for(p.work_s + p.restart_s) as f64 * env.cheapest_on_demand() * env.tick_h())
 }

@@ -1,7 +1,8 @@
 //! The clairvoyant optimum of the model, by dynamic programming.
 
 use super::model::*;
-use super::policies::{Greedy, SlackAware};
+use super::policies::Greedy;
+use super::slack::SlackAware;
 use serde::{Deserialize, Serialize};
 
 /// The clairvoyant optimum: the cheapest schedule that finishes by the
@@ -64,7 +65,6 @@ pub fn offline_optimum(env: &SpotEnv, job: &Job) -> Result<Optimum, SpotError> {
     let ub = ub * (1.0 + 1e-9) + 1e-9;
     let nreg = env.regions.len();
     let tick_h = env.tick_h();
-    let od_tick = env.on_demand_per_h * tick_h;
     // Ticks after which the restart overhead is paid off.
     let ovh_ticks = p.ticks_for(p.restart_s);
     let nj = ovh_ticks.max(1);
@@ -73,7 +73,7 @@ pub fn offline_optimum(env: &SpotEnv, job: &Job) -> Result<Optimum, SpotError> {
         .regions
         .iter()
         .flat_map(|r| r.price_per_h.iter().copied())
-        .fold(env.on_demand_per_h, f64::min);
+        .fold(env.cheapest_on_demand(), f64::min);
     let lower = |progress: f64| (p.work_s - progress).max(0.0) / 3600.0 * cheapest_h;
 
     // Keys: 0 = nothing ran yet; 1 + c = waiting with the checkpoint in c;
@@ -176,7 +176,7 @@ pub fn offline_optimum(env: &SpotEnv, job: &Job) -> Result<Optimum, SpotError> {
                 let fresh_gain = (p.tick_s - p.restart_s).max(0.0);
                 let price_of = |a: Instance| match a {
                     Instance::Spot(r) => env.price(r, t) * tick_h,
-                    Instance::OnDemand(_) => od_tick,
+                    Instance::OnDemand(r) => env.on_demand(r) * tick_h,
                     Instance::None => 0.0,
                 };
                 if alive {

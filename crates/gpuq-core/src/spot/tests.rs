@@ -8,13 +8,13 @@ fn region(name: &str, avail: &[bool], price: f64) -> SpotRegion {
         name: name.into(),
         available: avail.to_vec(),
         price_per_h: vec![price; avail.len()],
+        on_demand_per_h: 3.06,
     }
 }
 
 fn env(regions: Vec<SpotRegion>) -> SpotEnv {
     SpotEnv {
         tick_s: TICK,
-        on_demand_per_h: 3.06,
         regions,
         transfer_usd: Vec::new(),
     }
@@ -360,6 +360,8 @@ fn arb_env() -> impl Strategy<Value = SpotEnv> {
                     name: format!("r{i}"),
                     available: avail,
                     price_per_h: price,
+                    // Per-zone on-demand prices.
+                    on_demand_per_h: 2.5 + (rnd() % 100) as f64 / 100.0,
                 }
             })
             .collect();
@@ -368,7 +370,6 @@ fn arb_env() -> impl Strategy<Value = SpotEnv> {
             .collect();
         SpotEnv {
             tick_s: TICK,
-            on_demand_per_h: 3.06,
             regions,
             transfer_usd,
         }

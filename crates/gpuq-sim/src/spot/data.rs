@@ -1,14 +1,14 @@
-//! Reading the spot data directory: availability CSVs, the price JSON, and the
-//! published results.
+//! Reading the `<zone>_<device>.csv` + price-JSON layout of the "Can't Be
+//! Late" traces (for the converter), and a published results file.
 
-use super::{SpotError, SpotSetting};
+use super::SpotError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The traces of some zones, read from a data directory.
+/// The traces of some zones, read from a directory in that layout.
 #[derive(Debug, Clone)]
-pub struct Traces {
+pub struct Legacy {
     pub zones: Vec<String>,
     /// Seconds since the Unix epoch of every row (the same in every zone).
     pub times: Vec<i64>,
@@ -18,7 +18,7 @@ pub struct Traces {
 
 /// Reads `zones` from `dir`: `<zone>_*.csv` (exactly one per zone) and the
 /// price series of the JSON file in `dir` under the CSV's file stem.
-pub fn load(dir: &Path, zones: &[String]) -> Result<Traces, SpotError> {
+pub fn load(dir: &Path, zones: &[String]) -> Result<Legacy, SpotError> {
     let entries = std::fs::read_dir(dir).map_err(|source| SpotError::Io {
         path: dir.to_path_buf(),
         source,
@@ -53,7 +53,7 @@ pub fn load(dir: &Path, zones: &[String]) -> Result<Traces, SpotError> {
             "no JSON file of price series ({zone: [price, ...]})".into(),
         )
     })?;
-    let mut out = Traces {
+    let mut out = Legacy {
         zones: zones.to_vec(),
         times: Vec::new(),
         available: Vec::new(),
@@ -111,11 +111,42 @@ pub fn load(dir: &Path, zones: &[String]) -> Result<Traces, SpotError> {
     Ok(out)
 }
 
-fn read(path: &Path) -> Result<String, SpotError> {
-    std::fs::read_to_string(path).map_err(|source| SpotError::Io {
-        path: path.to_path_buf(),
+use super::format::read;
+
+/// The zones of a directory in that layout: `<zone>` of every `<zone>_*.csv`
+/// whose header is `date,availability`, sorted.
+pub fn zone_files(dir: &Path) -> Result<Vec<String>, SpotError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| SpotError::Io {
+        path: dir.to_path_buf(),
         source,
-    })
+    })?;
+    let mut zones = Vec::new();
+    for e in entries.flatten() {
+        let p = e.path();
+        let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some((zone, _)) = name.strip_suffix(".csv").and_then(|n| n.split_once('_')) else {
+            continue;
+        };
+        let head = read(&p)?;
+        if head
+            .lines()
+            .next()
+            .is_some_and(|h| h.trim().eq_ignore_ascii_case("date,availability"))
+        {
+            zones.push(zone.to_string());
+        }
+    }
+    zones.sort();
+    zones.dedup();
+    if zones.is_empty() {
+        return Err(SpotError::Data {
+            path: dir.to_path_buf(),
+            why: "no <zone>_<device>.csv file with a date,availability header".into(),
+        });
+    }
+    Ok(zones)
 }
 
 /// `date,availability` rows: `YYYY-MM-DD HH:MM:SS` (or with a `T`), `0`/`1`.
@@ -170,7 +201,7 @@ pub(super) fn parse_datetime(s: &str) -> Option<i64> {
     Some(crate::trace::unix_seconds(y, m, day, hh, mm, ss))
 }
 
-/// A published figure: per window (by window number) dollars.
+/// A published figure: per window (by index in the evaluation) dollars.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Published {
     /// (strategy, region or "" for multi-region) -> window number -> cost.
@@ -191,33 +222,11 @@ impl Published {
     }
 }
 
-/// A published policy to set beside a row.
-#[derive(Debug, Clone)]
-pub(super) struct Reference {
-    pub(super) strategy: String,
-    pub(super) zone: String,
-    pub(super) label: String,
-}
-
-impl Reference {
-    pub(super) fn new(strategy: &str, zone: &str, name: &str) -> Reference {
-        let label = if zone.is_empty() {
-            name.to_string()
-        } else {
-            format!("{name} {zone}")
-        };
-        Reference {
-            strategy: strategy.into(),
-            zone: zone.into(),
-            label,
-        }
-    }
-}
-
-/// Reads the published results: rows of `strategy, region, env_start_hours,
-/// cost, trace_mode`; rows with a `trace_mode` (summaries) are skipped; the
-/// window number is `env_start_hours / deadline`.
-pub fn load_published(path: &Path, setting: &SpotSetting) -> Result<Published, SpotError> {
+/// Reads published results: rows of `strategy, region, env_start_hours,
+/// cost, trace_mode`; rows with a `trace_mode` (summaries) are skipped; a row
+/// belongs to the window whose start (`starts_h`, hours into the data) is
+/// within half a tick (`tick_h`) of its `env_start_hours`; others are skipped.
+pub fn load_published(path: &Path, starts_h: &[f64], tick_h: f64) -> Result<Published, SpotError> {
     let text = read(path)?;
     let bad = |why: String| SpotError::Data {
         path: path.to_path_buf(),
@@ -250,7 +259,12 @@ pub fn load_published(path: &Path, setting: &SpotSetting) -> Result<Published, S
         let cost: f64 = get(cc)
             .parse()
             .map_err(|_| bad(format!("cost {:?}", get(cc))))?;
-        let w = (start / setting.deadline_h).round() as usize;
+        let Some(w) = starts_h
+            .iter()
+            .position(|s| (s - start).abs() <= tick_h / 2.0)
+        else {
+            continue;
+        };
         let zone = get(cr).split('_').next().unwrap_or("");
         out.costs
             .entry(Published::key(get(cs), zone))

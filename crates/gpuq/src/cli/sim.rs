@@ -25,9 +25,16 @@ pub struct SimArgs {
     /// Write the JCT CDF of the run(s) as SVG here.
     #[arg(long)]
     svg: Option<std::path::PathBuf>,
-    /// Evaluate the spot policies on a spot-availability trace directory instead.
-    #[arg(long)]
+    /// Evaluate the spot policies on a spot data directory instead (zones.csv
+    /// and <zone>.csv per zone; see docs/simulator.md).
+    #[arg(long, value_name = "DIR")]
     spot: Option<std::path::PathBuf>,
+    /// Convert a `<zone>_<device>.csv` + price-JSON directory into the spot
+    /// data format (needs --on-demand-per-hour).
+    #[arg(long, num_args = 2, value_names = ["SRC", "OUT"], conflicts_with_all = ["trace", "spot"])]
+    spot_convert: Option<Vec<std::path::PathBuf>>,
+    #[command(flatten)]
+    spot_args: SpotArgs,
     /// Replay ASHA, random and grid search over a learning-curves file instead (JSON lines, see bench/sweep/README.md).
     #[arg(long, value_name = "CURVES", conflicts_with_all = ["trace", "spot"])]
     sweep: Option<std::path::PathBuf>,
@@ -36,6 +43,120 @@ pub struct SimArgs {
     // Last: its help heading holds for every argument after it.
     #[command(flatten)]
     sweep_args: sweep::SweepArgs,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Spot (--spot, --spot-convert)")]
+pub struct SpotArgs {
+    /// Zones to use, comma-separated (default: all of zones.csv).
+    #[arg(long, value_delimiter = ',')]
+    zones: Vec<String>,
+    /// Work of the job (39.94h, 90m, 3600s; a bare number is hours).
+    #[arg(long)]
+    work: Option<String>,
+    /// Deadline from the job's start (59.91h), or a multiple of the work (1.5x).
+    #[arg(long)]
+    deadline: Option<String>,
+    /// Restart overhead of every instance start.
+    #[arg(long, default_value = "0.2h")]
+    restart: String,
+    /// Checkpoint size, GB, moved on every change of zone.
+    #[arg(long, default_value_t = 0.0)]
+    checkpoint_gb: f64,
+    /// Dollars per GB moved between two zones.
+    #[arg(long, default_value_t = 0.0)]
+    transfer_per_gb: f64,
+    /// Number of windows, evenly spaced over the span that leaves room for the deadline.
+    #[arg(long, conflicts_with = "start")]
+    windows: Option<usize>,
+    /// Window starts, hours after the data's first row (179.7h,299.5h,...).
+    #[arg(long, value_delimiter = ',')]
+    start: Vec<String>,
+    /// A published results file (SkyNomad artifact's CSV columns) to set beside ours.
+    #[arg(long)]
+    published: Option<std::path::PathBuf>,
+    /// --spot-convert: the on-demand price to write for every zone, dollars per hour.
+    #[arg(long)]
+    on_demand_per_hour: Option<f64>,
+    /// --spot-convert: seconds per row (default: the first step of the rows).
+    #[arg(long)]
+    tick: Option<f64>,
+}
+
+/// Hours of `39.94h`, `90m`, `3600s` or a bare number of hours.
+fn hours(flag: &str, s: &str) -> Result<f64, CliError> {
+    let t = s.trim();
+    let (num, scale) = if let Some(x) = t.strip_suffix('h') {
+        (x, 1.0)
+    } else if let Some(x) = t.strip_suffix('m') {
+        (x, 1.0 / 60.0)
+    } else if let Some(x) = t.strip_suffix('s') {
+        (x, 1.0 / 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v * scale),
+        _ => Err(CliError::usage(format!(
+            "{flag} {s:?}: expected a duration such as 39.94h, 90m or 3600s"
+        ))),
+    }
+}
+
+fn spot_setting(a: &SpotArgs) -> Result<gpuq_sim::spot::SpotSetting, CliError> {
+    use gpuq_sim::spot::{SpotSetting, Windows};
+    let work = a
+        .work
+        .as_deref()
+        .ok_or_else(|| CliError::usage("--spot needs --work (e.g. --work 39.94h)"))?;
+    let work_h = hours("--work", work)?;
+    if work_h <= 0.0 {
+        return Err(CliError::usage("--work must be more than 0"));
+    }
+    let deadline = a.deadline.as_deref().ok_or_else(|| {
+        CliError::usage("--spot needs --deadline (e.g. --deadline 59.91h or --deadline 1.5x)")
+    })?;
+    let deadline_h = match deadline.trim().strip_suffix('x') {
+        Some(r) => match r.parse::<f64>() {
+            Ok(r) if r.is_finite() && r > 0.0 => r * work_h,
+            _ => {
+                return Err(CliError::usage(format!(
+                    "--deadline {deadline:?}: expected a ratio such as 1.5x"
+                )))
+            }
+        },
+        None => hours("--deadline", deadline)?,
+    };
+    let windows = if a.start.is_empty() {
+        Windows::Count(a.windows.unwrap_or(5))
+    } else {
+        Windows::StartsH(
+            a.start
+                .iter()
+                .map(|s| hours("--start", s))
+                .collect::<Result<_, _>>()?,
+        )
+    };
+    for (flag, v) in [
+        ("--checkpoint-gb", a.checkpoint_gb),
+        ("--transfer-per-gb", a.transfer_per_gb),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(CliError::usage(format!(
+                "{flag} {v}: expected a number >= 0"
+            )));
+        }
+    }
+    Ok(SpotSetting {
+        zones: a.zones.clone(),
+        work_h,
+        deadline_h,
+        restart_h: hours("--restart", &a.restart)?,
+        checkpoint_gb: a.checkpoint_gb,
+        transfer_per_gb: a.transfer_per_gb,
+        windows,
+        published: a.published.clone(),
+    })
 }
 
 #[derive(Deserialize, Default)]
@@ -52,9 +173,38 @@ pub fn run(args: SimArgs) -> CmdResult {
     if let Some(curves) = &args.sweep {
         return sweep::run(curves, &args.sweep_args, args.json);
     }
+    if let Some(paths) = &args.spot_convert {
+        let od = args.spot_args.on_demand_per_hour.ok_or_else(|| {
+            CliError::usage(
+                "--spot-convert needs --on-demand-per-hour (the source layout has no on-demand price)",
+            )
+        })?;
+        let c = gpuq_sim::spot::convert(&paths[0], &paths[1], od, args.spot_args.tick)
+            .map_err(|e| CliError::usage(format!("--spot-convert: {e}")))?;
+        if args.json {
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(&c).expect("summary serializes")
+            );
+        } else {
+            outln!(
+                "wrote {} zones ({}) of {} rows at a {} s tick into {} (source steps: {} s min, {} s median, {} s max)",
+                c.zones.len(),
+                c.zones.join(", "),
+                c.rows,
+                c.tick_s,
+                paths[1].display(),
+                c.source_steps_s.0,
+                c.source_steps_s.1,
+                c.source_steps_s.2
+            );
+        }
+        return Ok(0);
+    }
     if let Some(dir) = &args.spot {
-        let report =
-            gpuq_sim::spot::evaluate(dir).map_err(|e| CliError::usage(format!("--spot: {e}")))?;
+        let setting = spot_setting(&args.spot_args)?;
+        let report = gpuq_sim::spot::evaluate(dir, &setting)
+            .map_err(|e| CliError::usage(format!("--spot: {e}")))?;
         if args.json {
             outln!(
                 "{}",
