@@ -4,33 +4,9 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-/// uv: `GPUQ_TEST_UV`, beside the test interpreter (scripts/test's venv), or on PATH.
-fn uv() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("GPUQ_TEST_UV").map(PathBuf::from),
-        std::env::var_os("GPUQ_TEST_PYTHON")
-            .map(PathBuf::from)
-            .and_then(|p| Some(p.parent()?.join("uv"))),
-        std::env::var_os("PATH").and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("uv"))
-                .find(|p| p.is_file())
-        }),
-    ];
-    let found = candidates.into_iter().flatten().find(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("GPUQ_TEST_STRICT").is_none(),
-            "uv is missing: scripts/test installs it into its venv"
-        );
-        eprintln!("skipped: uv is not installed (scripts/test installs it)");
-    }
-    found
-}
 
 /// A daemon whose environments are built with `uv`, and a project directory
 /// with wheels to install from (no index: nothing is downloaded).
@@ -41,18 +17,13 @@ struct Lab {
 
 impl Lab {
     fn new(extra: &str) -> Option<Self> {
-        let uv = uv()?;
+        let uv = test_uv()?;
         let d = Daemon::start_with_config(
             "sim:2",
             &format!("[envs]\nuv = \"{}\"\n{extra}", uv.display()),
         );
         let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("python3")
-            .arg(repo_root().join("tests/envs/make_wheels.py"))
-            .arg(dir.path().join("wheels"))
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        make_wheels(&dir.path().join("wheels"));
         Some(Lab { d, dir })
     }
 
@@ -460,4 +431,131 @@ fn under_a_root_daemon_a_container_runs_rootless_as_the_jobs_user() {
         stdout(&out).trim().parse().unwrap()
     };
     check_container_job(&d, cwd.path(), submit, uid);
+}
+
+/// A directory the test user can read and enter (tempfile makes them 0700).
+#[cfg(feature = "system-tests")]
+fn open_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    d
+}
+
+/// A root daemon whose jobs (and builds) run as `gpuqtestb`; uv copied where
+/// that user can run it.
+#[cfg(feature = "system-tests")]
+struct RootLab {
+    d: Daemon,
+    uid: u32,
+    work: tempfile::TempDir,
+    _tools: tempfile::TempDir,
+}
+
+#[cfg(feature = "system-tests")]
+impl RootLab {
+    const USER: &'static str = "gpuqtestb";
+
+    fn new(extra: &str) -> Option<Self> {
+        let uv = test_uv()?;
+        let uid = ensure_user(Self::USER);
+        let tools = open_dir();
+        let tool = tools.path().join("uv");
+        std::fs::copy(&uv, &tool).unwrap();
+        let d = Daemon::start_strict(
+            "sim:2",
+            &format!("[envs]\nuv = \"{}\"\n{extra}", tool.display()),
+        );
+        let work = open_dir();
+        make_wheels(&work.path().join("wheels"));
+        std::os::unix::fs::chown(work.path(), Some(uid), Some(uid)).unwrap();
+        Some(RootLab {
+            d,
+            uid,
+            work,
+            _tools: tools,
+        })
+    }
+
+    fn spec(&self, name: &str, pin: &str, setup: &str) -> String {
+        let reqs = format!(
+            "--no-index\n--find-links {}\n{pin}\n",
+            self.work.path().join("wheels").display()
+        );
+        std::fs::write(self.work.path().join(format!("{name}.txt")), reqs).unwrap();
+        let yaml = format!(
+            "command: [python, -c, \"{SHOW}\"]\npython:\n  requirements: {name}.txt\nsetup: |\n  {setup}\n"
+        );
+        let path = self.work.path().join(format!("{name}.yaml"));
+        std::fs::write(&path, yaml).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    fn submit(&self, spec: &str) -> u64 {
+        let out = as_user_in(
+            self.d.path(),
+            Self::USER,
+            self.work.path(),
+            &["submit", spec],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).trim().parse().unwrap()
+    }
+}
+
+#[cfg(feature = "system-tests")]
+#[test]
+fn under_a_root_daemon_an_environment_is_built_as_the_jobs_user() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(lab) = RootLab::new("") else { return };
+    let spec = lab.spec("reqs", "gpuqdemo==1.0", "id -u > \"$VIRTUAL_ENV/built-by\"");
+    let job = lab.submit(&spec);
+    let end = lab.d.wait(job);
+    assert_eq!(end["state"], "succeeded", "{end}");
+    let venv = line_of(&lab.d.log(job), "venv").to_string();
+    let built_by = std::fs::read_to_string(Path::new(&venv).join("built-by")).unwrap();
+    assert_eq!(
+        built_by.trim(),
+        lab.uid.to_string(),
+        "the setup ran as the job's user"
+    );
+    let meta = std::fs::metadata(&venv).unwrap();
+    assert_eq!(meta.uid(), lab.uid, "the environment is the user's");
+    assert_eq!(meta.mode() & 0o777, 0o700, "and private to them");
+    let envs = lab.d.json(&["envs", "--json"]);
+    assert_eq!(envs[0]["user"], RootLab::USER);
+}
+
+#[cfg(feature = "system-tests")]
+#[test]
+fn evicting_an_environment_never_touches_what_its_owner_linked_into_it() {
+    let Some(lab) = RootLab::new("max_size = \"1M\"\n") else {
+        return;
+    };
+    // Root's files, which the environment links to (and the user cannot remove).
+    let victim = tempfile::tempdir().unwrap();
+    std::fs::write(victim.path().join("keep"), "root's").unwrap();
+    let setup = format!(
+        "head -c 1100000 /dev/zero > \"$VIRTUAL_ENV/pad\"; ln -s {v} \"$VIRTUAL_ENV/escape\"; ln -s {v}/keep \"$VIRTUAL_ENV/escape-file\"",
+        v = victim.path().display()
+    );
+    let first = lab.spec("one", "gpuqdemo==1.0", &setup);
+    let a = lab.submit(&first);
+    assert_eq!(lab.d.wait(a)["state"], "succeeded");
+    let venv = line_of(&lab.d.log(a), "venv").to_string();
+    // A second environment over the cap evicts the first, which no job needs now.
+    let second = lab.spec("two", "gpuqdemo==2.0", "true");
+    let b = lab.submit(&second);
+    assert_eq!(lab.d.wait(b)["state"], "succeeded");
+    assert!(
+        eventually(Duration::from_secs(10), || !Path::new(&venv).exists()),
+        "the first environment was evicted"
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.path().join("keep")).unwrap(),
+        "root's"
+    );
 }

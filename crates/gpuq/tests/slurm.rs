@@ -292,3 +292,70 @@ fn a_root_daemon_submits_each_job_as_the_user_who_asked() {
         String::from_utf8_lossy(&acct.stdout)
     );
 }
+
+#[test]
+fn an_environment_is_built_once_and_used_by_jobs_on_both_nodes() {
+    let Some(uv) = common::test_uv() else {
+        return;
+    };
+    let d = Daemon::start_with_config(
+        "none",
+        &format!("{CONFIG}[envs]\nuv = \"{}\"\n", uv.display()),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    common::make_wheels(&dir.path().join("wheels"));
+    std::fs::write(
+        dir.path().join("requirements.txt"),
+        format!(
+            "--no-index\n--find-links {}\ngpuqdemo==2.0\n",
+            dir.path().join("wheels").display()
+        ),
+    )
+    .unwrap();
+    let cwd = dir.path().to_str().unwrap();
+    // Two GPUs each, two GPUs a node: both run at once, one on each node.
+    let code = "import gpuqdemo, os, time; print('version', gpuqdemo.VERSION, 'venv', os.environ['VIRTUAL_ENV'], 'node', os.environ.get('SLURMD_NODENAME')); time.sleep(3)";
+    let submit = || {
+        d.submit(&[
+            "--cwd",
+            cwd,
+            "--gpus",
+            "2",
+            "--requirements",
+            "requirements.txt",
+            "--",
+            "python",
+            "-c",
+            code,
+        ])
+    };
+    let (a, b) = (submit(), submit());
+    let mut lines = Vec::new();
+    for id in [a, b] {
+        let end = d.wait(id);
+        assert_eq!(end["state"], "succeeded", "{end}\n{}", log(&d, id));
+        let text = log(&d, id);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("version"))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string();
+        lines.push(line);
+    }
+    let parts: Vec<Vec<&str>> = lines
+        .iter()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(parts[0][1], "2.0");
+    assert_eq!(
+        parts[0][3], parts[1][3],
+        "one environment for both: {lines:?}"
+    );
+    assert_ne!(
+        parts[0][5], parts[1][5],
+        "the jobs ran on both nodes: {lines:?}"
+    );
+    let envs = d.json(&["envs", "--json"]);
+    assert_eq!(envs.as_array().unwrap().len(), 1, "{envs}");
+    assert_eq!(envs[0]["builds"], 1, "{envs}");
+}

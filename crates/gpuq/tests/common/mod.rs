@@ -512,3 +512,45 @@ pub fn as_user_in(home: &Path, user: &str, cwd: &Path, args: &[&str]) -> Output 
         .output()
         .unwrap()
 }
+
+/// uv for the environment tests: `GPUQ_TEST_UV`, beside the test interpreter,
+/// in scripts/test's venv, or on PATH. Missing: a failure under
+/// `GPUQ_TEST_STRICT` (scripts/test), else the test says it skipped.
+pub fn test_uv() -> Option<PathBuf> {
+    let venv = std::env::var_os("GPUQ_TEST_VENV")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/gpuq/test-venv"))
+        });
+    let candidates = [
+        std::env::var_os("GPUQ_TEST_UV").map(PathBuf::from),
+        std::env::var_os("GPUQ_TEST_PYTHON")
+            .map(PathBuf::from)
+            .and_then(|p| Some(p.parent()?.join("uv"))),
+        venv.map(|v| v.join("bin/uv")),
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("uv"))
+                .find(|p| p.is_file())
+        }),
+    ];
+    let found = candidates.into_iter().flatten().find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("GPUQ_TEST_STRICT").is_none(),
+            "uv is missing: scripts/test installs it into its venv"
+        );
+        eprintln!("skipped: uv is not installed (scripts/test installs it)");
+    }
+    found
+}
+
+/// Tiny wheels (gpuqdemo 1.0 and 2.0) in `dir`, to install from without an index.
+pub fn make_wheels(dir: &Path) {
+    let ok = Command::new("python3")
+        .arg(repo_root().join("tests/envs/make_wheels.py"))
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "make_wheels.py failed");
+}
