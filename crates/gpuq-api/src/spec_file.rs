@@ -49,10 +49,27 @@ pub fn read(path: &Path) -> Result<String, String> {
 use gpuq_core::pyenv::{EnvInputs, EnvKind, MAX_INPUT_BYTES};
 use std::path::PathBuf;
 
+/// A spec's text into a checked spec. Pure: a spec naming a Python
+/// environment must carry its files' contents (`python.inputs`); reading them
+/// is the caller's, with the right account's rights (`load_in`, `fill_env_inputs`).
 pub fn parse(text: &str) -> Result<JobSpec, String> {
     check_size_and_depth(text)?;
+    let spec = parse_unchecked(text)?;
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(spec)
+}
+
+/// A spec's text, its environment's files read with `read` relative to its
+/// `cwd`, else to `base` (the daemon reads a scheduled spec's files with its
+/// user's rights this way).
+pub fn parse_with_inputs(
+    text: &str,
+    base: &Path,
+    read: InputReader<'_>,
+) -> Result<JobSpec, String> {
+    check_size_and_depth(text)?;
     let mut spec = parse_unchecked(text)?;
-    read_env_inputs(&mut spec)?;
+    fill_env_inputs(&mut spec, base, read)?;
     spec.validate().map_err(|e| e.to_string())?;
     Ok(spec)
 }
@@ -69,50 +86,69 @@ fn parse_unchecked(text: &str) -> Result<JobSpec, String> {
     Ok(spec)
 }
 
-fn read_input(dir: &Path, rel: &str, field: &str, file: &str) -> Result<String, String> {
-    let path: PathBuf = dir.join(rel).join(file);
-    let path = if file.is_empty() { dir.join(rel) } else { path };
-    let meta = std::fs::metadata(&path).map_err(|e| {
-        format!(
-            "{field}: cannot read {}: {e}; paths are relative to the job's directory ({})",
-            path.display(),
-            dir.display()
-        )
-    })?;
+/// Reads one of a spec's environment files (at most [`MAX_INPUT_BYTES`]).
+pub type InputReader<'a> = &'a dyn Fn(&Path) -> Result<String, String>;
+
+/// The client's reader: the file as the user running the command sees it.
+pub fn read_local(path: &Path) -> Result<String, String> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if meta.len() > MAX_INPUT_BYTES as u64 || !meta.is_file() {
         return Err(format!(
-            "{field}: {} is not a file of at most {}",
+            "{} is not a file of at most {}",
             path.display(),
             gpuq_core::limits::human_bytes(MAX_INPUT_BYTES)
         ));
     }
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{field}: cannot read {}: {e}", path.display()))?;
-    Ok(text)
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-/// Fills `python.inputs` (the daemon never opens a user's files) from the files the spec names, relative to the job's directory.
+/// Fills `python.inputs` from the files the spec names (relative to the
+/// spec's `cwd`, else the current directory), read by this process.
 pub fn read_env_inputs(spec: &mut JobSpec) -> Result<(), String> {
+    let base = std::env::current_dir()
+        .map_err(|e| format!("cannot read the current directory: {e}; pass --cwd"))?;
+    fill_env_inputs(spec, &base, &read_local)
+}
+
+/// Fills `python.inputs` with `read`, paths relative to the spec's `cwd`, else `base`.
+pub fn fill_env_inputs(
+    spec: &mut JobSpec,
+    base: &Path,
+    read: InputReader<'_>,
+) -> Result<(), String> {
     let Some(py) = spec.python.as_mut() else {
         return Ok(());
     };
     if py.inputs.is_some() {
         return Ok(());
     }
-    let dir = match &spec.cwd {
-        Some(c) => PathBuf::from(c),
-        None => std::env::current_dir()
-            .map_err(|e| format!("cannot read the current directory: {e}; pass --cwd"))?,
+    let dir = spec
+        .cwd
+        .as_ref()
+        .map_or_else(|| base.to_path_buf(), PathBuf::from);
+    let get = |rel: &str, file: &str, field: &str| -> Result<String, String> {
+        let path = if file.is_empty() {
+            dir.join(rel)
+        } else {
+            dir.join(rel).join(file)
+        };
+        read(&path).map_err(|e| {
+            format!(
+                "{field}: {e}; paths are relative to the job's directory ({})",
+                dir.display()
+            )
+        })
     };
     let mut inputs = EnvInputs::default();
     match (py.kind(), &py.requirements, &py.project) {
         (EnvKind::Requirements, Some(r), _) => {
-            inputs.requirements_txt = Some(read_input(&dir, r, "python.requirements", "")?);
+            inputs.requirements_txt = Some(get(r, "", "python.requirements")?);
         }
         (EnvKind::Project, _, Some(p)) => {
-            inputs.pyproject_toml = Some(read_input(&dir, p, "python.project", "pyproject.toml")?);
+            inputs.pyproject_toml = Some(get(p, "pyproject.toml", "python.project")?);
             inputs.uv_lock = Some(
-                read_input(&dir, p, "python.project", "uv.lock")
+                get(p, "uv.lock", "python.project")
                     .map_err(|e| format!("{e} (run `uv lock` in the project first)"))?,
             );
         }

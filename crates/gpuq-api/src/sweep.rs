@@ -170,7 +170,9 @@ pub fn parse_sweep_file(text: &str) -> Result<SweepFile, String> {
     if !map.contains_key("preemptible") {
         map.insert("preemptible".into(), true.into());
     }
-    let spec: JobSpec = from_value(serde_json::Value::Object(map), "")?;
+    let mut spec: JobSpec = from_value(serde_json::Value::Object(map), "")?;
+    // The trials' environment, read by the client (as for a job spec).
+    crate::spec_file::read_env_inputs(&mut spec)?;
     spec.validate().map_err(|e| e.to_string())?;
     let budget = match sweep.remove("budget") {
         Some(b) => Some(from_value::<SweepBudget>(b, "budget")?),

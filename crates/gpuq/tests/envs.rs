@@ -129,9 +129,10 @@ fn a_changed_requirement_gets_a_new_environment() {
     let one = lab.requirements("one.txt", "gpuqdemo==1.0");
     let two = lab.requirements("two.txt", "gpuqdemo==2.0");
     let a = lab.submit(&["--requirements", &one, "--", "python", "-c", SHOW]);
-    let b = lab.submit(&[&two]);
+    let b = lab.submit(&["--requirements", &two, "--", "python", "-c", SHOW]);
     for id in [a, b] {
-        assert_eq!(lab.d.wait(id)["state"], "succeeded");
+        let end = lab.d.wait(id);
+        assert_eq!(end["state"], "succeeded", "{end}");
     }
     assert_eq!(line_of(&lab.d.log(a), "version"), "1.0");
     assert_eq!(line_of(&lab.d.log(b), "version"), "2.0");

@@ -613,6 +613,60 @@ fn a_schedules_spec_is_read_with_its_users_rights() {
     );
 }
 
+/// A scheduled spec's environment files are read with its user's rights too:
+/// naming root's file as requirements submits nothing (and never copies it
+/// into an environment the user could read).
+#[test]
+fn a_scheduled_specs_environment_files_are_read_with_its_users_rights() {
+    let mate_uid = ensure_user(MATE);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "root-only-line\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let reqs = dir.path().join("reqs.txt");
+    std::fs::write(&reqs, "mates-own-line\n").unwrap();
+    std::os::unix::fs::chown(&reqs, Some(mate_uid), None).unwrap();
+    let spec = |name: &str, reqs: &std::path::Path| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name: {name}\ncommand: [\"true\"]\npython:\n  requirements: {}\n",
+                reqs.display()
+            ),
+        )
+        .unwrap();
+        std::os::unix::fs::chown(&path, Some(mate_uid), None).unwrap();
+        format!(
+            "[[schedules]]\nname = \"{name}\"\ncron = \"* * * * * *\"\naction = \"submit\"\nspec = \"{}\"\nuser = \"{MATE}\"\n",
+            path.display()
+        )
+    };
+    let d = shared_daemon(&format!(
+        "{}{}",
+        spec("env-stolen", &secret),
+        spec("env-own", &reqs)
+    ));
+    let jobs = || d.json(&["ls", "--json"]).as_array().unwrap().clone();
+    assert!(eventually(Duration::from_secs(10), || jobs()
+        .iter()
+        .any(|j| j["name"] == "env-own")));
+    std::thread::sleep(Duration::from_secs(2));
+    let all = jobs();
+    assert!(!all.iter().any(|j| j["name"] == "env-stolen"), "{all:?}");
+    let own = all.iter().find(|j| j["name"] == "env-own").unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let spec = &d.show(own)["spec"]["python"]["inputs"]["requirements_txt"];
+    assert_eq!(spec, "mates-own-line\n");
+    let seen = d.ok(&["ls", "--json", "--all"]);
+    assert!(
+        !seen.contains("root-only-line"),
+        "root's file never reached a job"
+    );
+}
+
 /// A labmate's job runs as the labmate: its run, its metrics file and its
 /// outputs are theirs. Root reads and writes them without following anything
 /// the labmate planted, and another account's token cannot write them.

@@ -191,27 +191,35 @@ impl Service {
         user: &str,
     ) -> Result<gpuq_core::JobSpec, String> {
         const MAX_SPEC: u64 = 4 << 20;
-        let text = match self.identity.job_account(user)? {
-            Some(account) => {
-                gpuq_exec::safe_fs::read_as(path, &account, MAX_SPEC, Duration::from_secs(5))
-                    .map_err(|e| e.to_string())?
-            }
-            None => {
-                // SAFETY: geteuid cannot fail.
-                if unsafe { libc::geteuid() } == 0 {
-                    gpuq_exec::safe_fs::check_trusted(path, 0)?;
+        let account = self.identity.job_account(user)?;
+        // Every file of the spec (its environment's too) is read with the
+        // user's rights, or, for the daemon's own jobs, only from trusted paths.
+        let read = |p: &std::path::Path, max: u64| -> Result<String, String> {
+            let bytes = match &account {
+                Some(account) => {
+                    gpuq_exec::safe_fs::read_as(p, account, max, Duration::from_secs(5))
+                        .map_err(|e| e.to_string())?
                 }
-                let mut bytes = Vec::new();
-                use std::io::Read;
-                std::fs::File::open(path)
-                    .and_then(|f| f.take(MAX_SPEC).read_to_end(&mut bytes))
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                bytes
-            }
+                None => {
+                    // SAFETY: geteuid cannot fail.
+                    if unsafe { libc::geteuid() } == 0 {
+                        gpuq_exec::safe_fs::check_trusted(p, 0)?;
+                    }
+                    let mut bytes = Vec::new();
+                    use std::io::Read;
+                    std::fs::File::open(p)
+                        .and_then(|f| f.take(max).read_to_end(&mut bytes))
+                        .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+                    bytes
+                }
+            };
+            String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", p.display()))
         };
-        let text =
-            String::from_utf8(text).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
-        gpuq_api::spec_file::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let text = read(path, MAX_SPEC)?;
+        let base = path.parent().unwrap_or(std::path::Path::new("/"));
+        let inputs = |p: &std::path::Path| read(p, gpuq_core::pyenv::MAX_INPUT_BYTES as u64);
+        gpuq_api::spec_file::parse_with_inputs(&text, base, &inputs)
+            .map_err(|e| format!("{}: {e}", path.display()))
     }
 
     pub fn schedules(&self) -> Vec<ScheduleInfo> {
