@@ -280,6 +280,34 @@ fn a_build_cut_short_by_kill_9_is_never_used_and_is_built_again() {
     assert_eq!(lab.envs()[0]["builds"], 2);
 }
 
+#[test]
+fn a_build_that_outlives_a_killed_daemon_is_waited_for_and_used() {
+    let Some(mut lab) = Lab::new("") else { return };
+    let reqs = lab.requirements("requirements.txt", "gpuqdemo==2.0");
+    let mark = lab.dir.path().join("building");
+    let setup = format!("touch {}; sleep 4", mark.display());
+    let spec = spec_file(&lab, "job.yaml", &reqs, Some(&setup));
+    let job = lab.submit(&[&spec]);
+    assert!(
+        eventually(Duration::from_secs(60), || mark.exists()),
+        "the build never reached its setup"
+    );
+    lab.d.kill();
+    assert!(
+        builder_of(lab.d.path()).is_some(),
+        "the builder outlives the daemon"
+    );
+    lab.d.restart();
+    let end = lab.d.wait(job);
+    assert_eq!(end["state"], "succeeded", "{end}");
+    assert_eq!(line_of(&lab.d.log(job), "version"), "2.0");
+    assert_eq!(
+        lab.envs()[0]["builds"],
+        1,
+        "the running build was used, not redone"
+    );
+}
+
 // Containers: podman with runc (see ../shared notes), an image made here.
 
 fn podman_ready() -> bool {

@@ -539,6 +539,8 @@ impl Service {
             }
         }
         drop(inner);
+        // A cap lowered in the config applies at once.
+        self.evict_envs();
         self.wake_envs.notify_one();
     }
 
