@@ -351,16 +351,43 @@ mod fuzz {
         ]
     }
 
-    /// The valid spec with one field's value replaced, dropped or repeated.
-    fn near_valid() -> impl Strategy<Value = String> {
+    /// A valid spec with a cached Python environment (its files' contents inline).
+    const VALID_ENV: &[(&str, &str)] = &[
+        ("command", "[python, train.py]"),
         (
-            0..VALID.len(),
+            "python",
+            "{requirements: requirements.txt, version: '3.12', inputs: {requirements_txt: \"numpy==2.0\\n\"}}",
+        ),
+        ("setup", "'pip install -e .'"),
+        ("gpus", "1"),
+    ];
+    /// A valid container job.
+    const VALID_IMAGE: &[(&str, &str)] = &[
+        ("command", "[python, train.py]"),
+        ("image", "localhost/train:1"),
+        ("gpus", "2"),
+    ];
+
+    /// A valid spec with one field's value replaced, dropped or repeated.
+    fn near_valid() -> impl Strategy<Value = String> {
+        prop_oneof![
+            near_valid_of(VALID),
+            near_valid_of(VALID_ENV),
+            near_valid_of(VALID_IMAGE)
+        ]
+    }
+
+    fn near_valid_of(
+        base: &'static [(&'static str, &'static str)],
+    ) -> impl Strategy<Value = String> {
+        (
+            0..base.len(),
             odd_yaml_value(),
             prop::sample::select(vec!["replace", "drop", "repeat", "inline"]),
         )
             .prop_map(|(at, odd, how)| {
                 let mut text = String::new();
-                for (i, (field, value)) in VALID.iter().enumerate() {
+                for (i, (field, value)) in base.iter().enumerate() {
                     match (i == at, how) {
                         (false, _) => text.push_str(&format!("{field}: {value}\n")),
                         (true, "replace") => text.push_str(&format!("{field}: {odd}\n")),
@@ -384,6 +411,14 @@ mod fuzz {
                 Ok(spec) => prop_assert!(spec.validate().is_ok()),
                 Err(e) => prop_assert!(!e.is_empty()),
             }
+        }
+    }
+
+    #[test]
+    fn the_environment_and_image_bases_are_valid() {
+        for base in [VALID_ENV, VALID_IMAGE] {
+            let text: String = base.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+            parse(&text).unwrap();
         }
     }
 
