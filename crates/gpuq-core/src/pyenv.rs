@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 
-/// Largest requirements, pyproject or lock file a spec may carry.
-pub const MAX_INPUT_BYTES: usize = 4 << 20;
+/// Largest requirements, pyproject or lock file a spec may carry (a submit is at most 4 MiB in all).
+pub const MAX_INPUT_BYTES: usize = 2 << 20;
 /// Largest `setup` script.
 pub const MAX_SETUP_BYTES: usize = 64 << 10;
 

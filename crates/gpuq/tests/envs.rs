@@ -79,7 +79,7 @@ fn two_jobs_share_one_build_and_run_in_it_with_their_packages_recorded() {
     assert_eq!(building.len(), 1, "{building:?}");
     let why = lab.d.ok(&["explain", &b.to_string()]);
     assert!(
-        why.contains("Python environment") && why.contains("built"),
+        why.contains("Python environment") && why.contains("is being built"),
         "{why}"
     );
     for id in [a, b] {

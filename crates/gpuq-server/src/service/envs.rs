@@ -151,7 +151,7 @@ impl Service {
         inner.envs.wanted.entry(key.clone()).or_insert(job.id);
         self.wake_envs.notify_one();
         Some(Arc::from(format!(
-            "for its Python environment {key} to be built (`gpuq envs` shows the build)"
+            "its Python environment {key} is being built (`gpuq envs` shows it; `gpuq envs log {key}` its log)"
         )))
     }
 
