@@ -414,6 +414,12 @@ fn check_container_job(d: &Daemon, cwd: &Path, submit: impl Fn(&[&str]) -> u64, 
     d.ok(&["cancel", &id.to_string()]);
     let end = d.wait(id);
     assert_eq!(end["state"], "cancelled");
+    let repro: serde_json::Value =
+        serde_json::from_str(&d.get(&format!("/v1/jobs/{id}/repro"))).unwrap();
+    assert_eq!(
+        repro["runtime"][0]["environment"]["image"], "localhost/gpuq-envs-test:1",
+        "{repro}"
+    );
     let term = d.job_dir(id).join("outputs/term");
     let got = std::fs::read_to_string(&term).unwrap_or_default();
     assert_eq!(got.trim(), "got TERM", "{end} {}", d.log(id));

@@ -49,6 +49,8 @@ pub(super) struct EnvJobs {
     /// Keys a queued job waits for, and the first job that asked (its user builds it).
     wanted: BTreeMap<String, JobId>,
     building: BTreeMap<String, Build>,
+    /// The image of each queued or running container job (for its runtime record).
+    images: BTreeMap<JobId, String>,
 }
 
 /// The build's environment: what uv, pip and a setup script read from the
@@ -142,6 +144,9 @@ impl Service {
     }
 
     fn env_gate(&self, inner: &mut Inner, job: &Job) -> Option<Arc<str>> {
+        if let Some(image) = &job.spec.image {
+            inner.envs.images.insert(job.id, image.clone());
+        }
         let key = self.env_key_of(job)?;
         inner.envs.keys.insert(job.id, key.clone());
         let ready = matches!(inner.store.env(&key), Ok(Some(row)) if row.state == ENV_READY);
@@ -469,10 +474,9 @@ impl Service {
     /// The keys queued or running jobs need (stale entries of ended jobs go).
     fn envs_in_use(inner: &mut Inner) -> BTreeSet<String> {
         let states = &inner.states;
-        inner
-            .envs
-            .keys
-            .retain(|id, _| states.get(id).is_some_and(|s| !s.is_terminal()));
+        let alive = |id: &JobId| states.get(id).is_some_and(|s| !s.is_terminal());
+        inner.envs.keys.retain(|id, _| alive(id));
+        inner.envs.images.retain(|id, _| alive(id));
         inner.envs.keys.values().cloned().collect()
     }
 
@@ -550,6 +554,12 @@ impl Service {
         inner: &Inner,
         job: JobId,
     ) -> Option<RuntimeEnvironment> {
+        if let Some(image) = inner.envs.images.get(&job) {
+            return Some(RuntimeEnvironment {
+                image: Some(image.clone()),
+                ..Default::default()
+            });
+        }
         let key = inner.envs.keys.get(&job)?;
         let row: EnvRow = inner.store.env(key).ok().flatten()?;
         Some(RuntimeEnvironment {

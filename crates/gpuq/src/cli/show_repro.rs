@@ -209,6 +209,19 @@ fn runtime_line(rt: &RuntimeInfo) -> String {
     if let Some(c) = &rt.cuda_version {
         parts.push(format!("CUDA {c}"));
     }
+    if let Some(e) = &rt.environment {
+        if let Some(key) = &e.key {
+            // The exact packages are in --json (and `gpuq envs show KEY`).
+            parts.push(format!(
+                "environment {key} (Python {}, {} packages)",
+                e.python.as_deref().unwrap_or("?"),
+                e.packages.len()
+            ));
+        }
+        if let Some(image) = &e.image {
+            parts.push(format!("image {image}"));
+        }
+    }
     parts.join(", ")
 }
 
