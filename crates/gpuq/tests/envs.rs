@@ -594,3 +594,61 @@ fn evicting_an_environment_never_touches_what_its_owner_linked_into_it() {
         "root's"
     );
 }
+
+#[cfg(feature = "system-tests")]
+#[test]
+fn a_lab_wide_cache_serves_every_user_from_one_read_only_build() {
+    let Some(lab) = RootLab::new("shared = true\n") else {
+        return;
+    };
+    const OTHER: &str = "gpuqtestc";
+    ensure_user(OTHER);
+    lab.spec("reqs", "gpuqdemo==1.0", "true"); // writes reqs.txt
+    let out = as_user_in(
+        lab.d.path(),
+        RootLab::USER,
+        lab.work.path(),
+        &[
+            "submit",
+            "--requirements",
+            "reqs.txt",
+            "--",
+            "python",
+            "-c",
+            SHOW,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let a: u64 = stdout(&out).trim().parse().unwrap();
+    assert_eq!(lab.d.wait(a)["state"], "succeeded", "{}", lab.d.log(a));
+    // The labmate's job: the same requirements, and a try at writing the environment.
+    let probe = "import gpuqdemo, os; print('version', gpuqdemo.VERSION); print('venv', os.environ['VIRTUAL_ENV'])\ntry:\n    open(os.environ['VIRTUAL_ENV'] + '/mine', 'w')\n    print('wrote')\nexcept OSError:\n    print('read-only')";
+    let path = lab.work.path().join("other.py");
+    std::fs::write(&path, probe).unwrap();
+    let out = as_user_in(
+        lab.d.path(),
+        OTHER,
+        lab.work.path(),
+        &[
+            "submit",
+            "--requirements",
+            "reqs.txt",
+            "--",
+            "python",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let b: u64 = stdout(&out).trim().parse().unwrap();
+    assert_eq!(lab.d.wait(b)["state"], "succeeded", "{}", lab.d.log(b));
+    let (la, lb) = (lab.d.log(a), lab.d.log(b));
+    assert_eq!(
+        line_of(&la, "venv"),
+        line_of(&lb, "venv"),
+        "one environment for both users"
+    );
+    assert!(lb.contains("read-only"), "{lb}");
+    let envs = lab.d.json(&["envs", "--json"]);
+    assert_eq!(envs.as_array().unwrap().len(), 1, "{envs}");
+    assert_eq!(envs[0]["builds"], 1);
+}
