@@ -26,7 +26,6 @@ use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -177,21 +176,10 @@ impl EnvCache {
             req.groups = a.groups.clone();
         }
         req.dir = dir;
-        let mut ticket = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(self.ticket(&key))?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(ticket.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "a build of this environment is running",
-            ));
-        }
+        let mut ticket = crate::local::open_locked(
+            &self.ticket(&key),
+            "a build of this environment is running",
+        )?;
         ticket.set_len(0)?;
         ticket.write_all(&serde_json::to_vec(&req).map_err(std::io::Error::other)?)?;
         let log = OpenOptions::new()
@@ -259,20 +247,17 @@ impl EnvCache {
 
 /// Drops to `uid`/`gid` (and `groups`) for good, in this process.
 fn drop_privileges(uid: u32, gid: u32, groups: &[u32]) -> std::io::Result<()> {
-    // SAFETY: plain syscalls; groups and gid go first, while still allowed.
-    unsafe {
-        if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-            || libc::setgid(gid) != 0
-            || libc::setuid(uid) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        // No way back: a setuid(0) must fail now.
-        if uid != 0 && libc::setuid(0) == 0 {
-            return Err(std::io::Error::other(
-                "the ids could not be dropped for good",
-            ));
-        }
+    crate::supervisor::take_ids(&crate::Credentials {
+        uid,
+        gid,
+        groups: groups.to_vec(),
+    })?;
+    // No way back: a setuid(0) must fail now.
+    // SAFETY: plain syscall.
+    if uid != 0 && unsafe { libc::setuid(0) } == 0 {
+        return Err(std::io::Error::other(
+            "the ids could not be dropped for good",
+        ));
     }
     Ok(())
 }

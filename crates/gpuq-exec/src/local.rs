@@ -199,28 +199,8 @@ impl LocalExecutor {
         // user's LD_PRELOAD or LD_LIBRARY_PATH must never be in a root process's
         // own environment.
         let lock_path = dir.lock_file(req.attempt);
-        let mut lock = {
-            use std::os::unix::fs::OpenOptionsExt;
-            OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .read(true)
-                .write(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&lock_path)
-                .map_err(io_err(&lock_path))?
-        };
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(ExecError::JobDir {
-                path: lock_path.display().to_string(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    "a supervisor for this attempt is running",
-                ),
-            });
-        }
+        let mut lock = open_locked(&lock_path, "a supervisor for this attempt is running")
+            .map_err(io_err(&lock_path))?;
         {
             use std::io::Write;
             let env_json = serde_json::to_vec(&self.job_env(req)).expect("environment serializes");
@@ -297,6 +277,29 @@ impl LocalExecutor {
             }
         }
     }
+}
+
+/// Opens (creating, mode 0600, never through a link) and locks a file that a
+/// process holds for its whole life (its lock ends with it); `busy` is the
+/// error when another holds it.
+pub(crate) fn open_locked(path: &Path, busy: &str) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            busy.to_string(),
+        ));
+    }
+    Ok(file)
 }
 
 /// True while a supervisor holds this attempt lock.

@@ -138,6 +138,22 @@ pub struct Credentials {
     pub groups: Vec<u32>,
 }
 
+/// Takes `c`'s ids for good: groups and gid first, while still allowed.
+/// Async-signal-safe (plain syscalls on data captured earlier), so it may run
+/// between fork and exec.
+pub(crate) fn take_ids(c: &Credentials) -> std::io::Result<()> {
+    // SAFETY: plain syscalls on owned data.
+    unsafe {
+        if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
+            || libc::setgid(c.gid) != 0
+            || libc::setuid(c.uid) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// What one supervisor run needs (the command line of `gpuq __supervise`).
 pub struct Supervision<'a> {
     pub dir: &'a JobDir,
@@ -227,12 +243,7 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
     unsafe {
         cmd.pre_exec(move || {
             if let Some(c) = &credentials {
-                if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
-                    || libc::setgid(c.gid) != 0
-                    || libc::setuid(c.uid) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
+                take_ids(c)?;
             }
             // A descriptor the daemon inherited without close-on-exec (a pipe of the
             // shell that started it) must not reach the job: mark every one above
@@ -335,12 +346,7 @@ fn remove_container(
     unsafe {
         cmd.pre_exec(move || {
             if let Some(c) = &credentials {
-                if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
-                    || libc::setgid(c.gid) != 0
-                    || libc::setuid(c.uid) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
+                take_ids(c)?;
             }
             Ok(())
         });
