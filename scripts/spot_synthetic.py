@@ -1,3 +1,10 @@
+#!/usr/bin/env python3
+# Synthetic spot data in the provider-neutral format (docs/simulator.md), for
+# judging the spot policies on data they were not tuned on:
+#   python3 scripts/spot_synthetic.py a|b|c [OUT_BASE]  -> OUT_BASE/synA|synB|synC
+# a: 10-min ticks, 6 zones, a cheap zone with long outages, an always-up pricey one;
+# b: 1-hour ticks, 4 zones; c: the cheapest zone down for long stretches beside
+# a flapping cheap zone and an always-up zone at 3x the price.
 import random, sys, os
 # synthetic provider: zones with Markov up/down, per-zone on-demand
 def gen(out, seed, tick, hours, zones):
@@ -22,8 +29,9 @@ def gen(out, seed, tick, hours, zones):
         with open(f"{out}/{z['name']}.csv","w") as f:
             f.write("time,available,spot_per_hour\n"); f.writelines(rows)
 which = sys.argv[1]
+base = sys.argv[2] if len(sys.argv) > 2 else "/tmp/spot20"
 if which == "a":   # 10-min ticks, 6 zones, cheap zone with long outages, pricey always-up
-    gen("/tmp/spot20/synA", 1, 600, 2000, [
+    gen(base + "/synA", 1, 600, 2000, [
         dict(name="c1", od=4.0, price=1.0, up_h=30, down_h=2, outage=[(100,160),(500,580),(900,1000),(1400,1470)]),
         dict(name="c2", od=4.2, price=1.2, up_h=10, down_h=3),
         dict(name="c3", od=3.8, price=1.1, up_h=5, down_h=5),
@@ -32,14 +40,14 @@ if which == "a":   # 10-min ticks, 6 zones, cheap zone with long outages, pricey
         dict(name="c5", od=3.9, price=1.5, up_h=50, down_h=1),
     ])
 elif which == "b": # 1-hour ticks, 4 zones
-    gen("/tmp/spot20/synB", 2, 3600, 4000, [
+    gen(base + "/synB", 2, 3600, 4000, [
         dict(name="x", od=2.0, price=0.6, up_h=40, down_h=8),
         dict(name="y", od=2.2, price=0.7, up_h=15, down_h=15),
         dict(name="z", od=1.9, price=0.9, up_h=100, down_h=3),
         dict(name="w", od=2.1, price=1.6, up_h=1e9, down_h=1),
     ])
 elif which == "c": # the exact failure: cheapest zone down for long stretches, pricey always-up, another cheap up
-    gen("/tmp/spot20/synC", 3, 300, 1500, [
+    gen(base + "/synC", 3, 300, 1500, [
         dict(name="cheap", od=3.0, price=0.8, up_h=1e9, down_h=1, outage=[(50,90),(200,260),(400,430),(600,700),(900,935),(1100,1180)]),
         dict(name="mid", od=3.0, price=1.0, up_h=12, down_h=1.5),
         dict(name="pricey", od=3.0, price=2.5, up_h=1e9, down_h=1),
