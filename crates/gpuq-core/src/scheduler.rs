@@ -36,6 +36,7 @@ mod pool;
 mod preempt;
 mod reserve;
 
+pub use gang::Kinds as NodeKinds;
 pub use node::{GpuAttrs, Node, NodeKind};
 
 use crate::{JobId, Millis, Priority};
@@ -352,7 +353,19 @@ pub fn schedule<'p>(
     input: &ScheduleInput<'_>,
     pending: impl IntoIterator<Item = &'p PendingJob>,
 ) -> Vec<Decision> {
-    pass::run(input, pending, None)
+    pass::run(input, pending, None, None)
+}
+
+/// [`schedule`] with the kinds of node computed beforehand
+/// (`NodeKinds::of(input.nodes)`, for the same nodes): the same decisions,
+/// without grouping the nodes again on every pass.
+pub fn schedule_with_kinds<'p>(
+    input: &ScheduleInput<'_>,
+    pending: impl IntoIterator<Item = &'p PendingJob>,
+    kinds: &NodeKinds,
+) -> Vec<Decision> {
+    debug_assert_eq!(kinds, &NodeKinds::of(input.nodes), "kinds of other nodes");
+    pass::run(input, pending, None, Some(kinds))
 }
 
 /// The same pass as [`schedule`], also saying for each job that does not start
@@ -362,7 +375,7 @@ pub fn explain<'p>(
     pending: impl IntoIterator<Item = &'p PendingJob>,
 ) -> (Vec<Decision>, Vec<(JobId, WaitReason)>) {
     let mut reasons = Vec::new();
-    let decisions = pass::run(input, pending, Some(&mut reasons));
+    let decisions = pass::run(input, pending, Some(&mut reasons), None);
     (decisions, reasons)
 }
 

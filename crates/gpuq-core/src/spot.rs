@@ -44,4 +44,6 @@ pub use policies::{Greedy, OnDemandOnly, UniformProgress};
 pub use slack::SlackAware;
 
 #[cfg(test)]
+mod provider_tests;
+#[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 use crate::cluster::Cluster;
 use crate::trace::TraceJob;
 use gpuq_core::scheduler::las::{self, LasJob, TIRESIAS_THRESHOLDS};
-use gpuq_core::scheduler::{can_ever_place, Policy};
+use gpuq_core::scheduler::{can_ever_place, schedule_with_kinds, NodeKinds, Policy};
 use gpuq_core::{
     schedule, Decision, DependencyState, JobId, Millis, Node, PendingJob, RunningJob, ScheduleInput,
 };
@@ -119,6 +119,8 @@ struct Active {
 pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
     let total_gpus = opts.cluster.total_gpus();
     let nodes: Vec<Node> = opts.cluster.nodes();
+    // The nodes never change: group them by kind once, not in every pass.
+    let kinds = NodeKinds::of(&nodes);
     // Whether jobs of a size can ever be placed (the core fails the others): by size, once.
     let mut placeable: HashMap<u32, bool> = HashMap::new();
     let users: Vec<Arc<str>> = {
@@ -304,9 +306,10 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         let decisions = if opts.full_passes {
             schedule(&input, queue.values())
         } else {
-            schedule(
+            schedule_with_kinds(
                 &input,
                 candidates(&queue, &by_user, &policy, total_gpus - allocated),
+                &kinds,
             )
         };
         for d in decisions {

@@ -5,9 +5,13 @@ use super::pool::Pool;
 use super::{Node, NodeKind, NodeShortage, PendingJob};
 
 /// The nodes of a cluster grouped by kind ([`Node::same_kind`]), kinds in the
-/// order of their first node.
-pub(super) struct Kinds {
-    pub members: Vec<Vec<usize>>,
+/// order of their first node. Computing it compares every node's GPUs (model
+/// strings), so a caller that runs many passes over the same nodes (the
+/// simulator) computes it once and hands it to
+/// [`schedule_with_kinds`](super::schedule_with_kinds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kinds {
+    pub(super) members: Vec<Vec<usize>>,
 }
 
 impl Kinds {
@@ -31,7 +35,7 @@ impl Kinds {
         Kinds { members }
     }
 
-    pub fn label(&self, nodes: &[Node], kind: usize) -> NodeKind {
+    pub(super) fn label(&self, nodes: &[Node], kind: usize) -> NodeKind {
         nodes[self.members[kind][0]].kind()
     }
 }

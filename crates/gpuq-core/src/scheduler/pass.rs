@@ -38,6 +38,7 @@ pub(super) fn run<'p>(
     input: &ScheduleInput<'_>,
     pending: impl IntoIterator<Item = &'p PendingJob>,
     mut reasons: Option<&mut Vec<(JobId, WaitReason)>>,
+    kinds: Option<&Kinds>,
 ) -> Vec<Decision> {
     let pending = fair_share_order(input.policy, pending);
     let explaining = reasons.is_some();
@@ -62,7 +63,7 @@ pub(super) fn run<'p>(
     let mut pass = Pass {
         input,
         pool: Pool::new(input.nodes, input.running),
-        kinds: None,
+        kinds: kinds.cloned(),
         reservation: None,
         blocked_head: None,
         user_gpus,
@@ -390,22 +391,31 @@ fn fair_share_order<'p>(
     policy: &Policy,
     pending: impl IntoIterator<Item = &'p PendingJob>,
 ) -> Vec<&'p PendingJob> {
-    let mut jobs: Vec<&PendingJob> = pending.into_iter().collect();
+    let jobs: Vec<&PendingJob> = pending.into_iter().collect();
     let several_users = jobs.windows(2).any(|w| w[0].user != w[1].user);
     if policy.standing.is_empty() || !several_users {
         return jobs;
     }
-    jobs.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(
-                policy
-                    .standing_of(&a.user)
-                    .total_cmp(&policy.standing_of(&b.user)),
-            )
-            .then((a.submitted_at, a.id).cmp(&(b.submitted_at, b.id)))
-    });
-    jobs
+    // Each job's standing looked up once (not twice per comparison), and no
+    // sort at all when the caller already gives the order (the simulator
+    // does): the same order as one stable sort by the comparator.
+    let mut keyed: Vec<(f64, &PendingJob)> = jobs
+        .into_iter()
+        .map(|j| (policy.standing_of(&j.user), j))
+        .collect();
+    let order = |a: &(f64, &PendingJob), b: &(f64, &PendingJob)| {
+        b.1.priority
+            .cmp(&a.1.priority)
+            .then(a.0.total_cmp(&b.0))
+            .then((a.1.submitted_at, a.1.id).cmp(&(b.1.submitted_at, b.1.id)))
+    };
+    if !keyed
+        .windows(2)
+        .all(|w| order(&w[0], &w[1]) != std::cmp::Ordering::Greater)
+    {
+        keyed.sort_by(order);
+    }
+    keyed.into_iter().map(|(_, j)| j).collect()
 }
 
 enum DependencyVerdict {

@@ -56,20 +56,34 @@ impl Reservation {
 /// nodes), from the time limits of the holders. `None` when no group has
 /// enough nodes.
 pub(super) fn reserve(now: Millis, pool: &Pool<'_>, groups: &[NodeGroup]) -> Option<Reservation> {
-    let mut holders: Vec<Holder> = pool
-        .holders
-        .iter()
-        .copied()
-        .filter(|h| h.gpus > 0)
-        .collect();
-    // By node, then by end; unknown ends (no time limit) sort last.
-    holders.sort_by_key(|h| {
-        (
-            h.node,
-            h.ends_by.is_none(),
-            h.ends_by.unwrap_or(Millis::MAX),
-        )
-    });
+    // By node, then by end; unknown ends (no time limit) sort last. Bucketed
+    // by node first (stable, linear), then sorted by end within each node:
+    // the order of one stable sort by (node, end), without sorting every
+    // running job again on every pass.
+    let mut start_of = vec![0usize; pool.nodes.len() + 1];
+    for h in pool.holders.iter().filter(|h| h.gpus > 0) {
+        start_of[h.node + 1] += 1;
+    }
+    for i in 1..start_of.len() {
+        start_of[i] += start_of[i - 1];
+    }
+    let mut at = start_of.clone();
+    let mut holders: Vec<Holder> = vec![
+        Holder {
+            node: 0,
+            gpus: 0,
+            ends_by: None
+        };
+        start_of[pool.nodes.len()]
+    ];
+    for h in pool.holders.iter().filter(|h| h.gpus > 0) {
+        holders[at[h.node]] = *h;
+        at[h.node] += 1;
+    }
+    for w in start_of.windows(2) {
+        holders[w[0]..w[1]]
+            .sort_by_key(|h| (h.ends_by.is_none(), h.ends_by.unwrap_or(Millis::MAX)));
+    }
     let on_node = |n: usize| {
         let from = holders.partition_point(|h| h.node < n);
         let to = holders.partition_point(|h| h.node <= n);

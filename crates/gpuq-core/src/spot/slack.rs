@@ -63,9 +63,11 @@ impl Seen {
 ///   on-demand before the slack is gone, not at the deadline;
 /// * **running spot**: keep it, unless another zone's plan, migration paid,
 ///   is cheaper by `switch_gain - 1` more migrations (hysteresis);
-/// * **on-demand**: back to spot once ahead of Uniform Progress's line (or
-///   the forecast) by two restarts, if the cheapest plan's zone is up and its
-///   saving over its expected run pays both restarts of the round trip;
+/// * **on-demand**: back to spot in the cheapest plan's zone that is up as
+///   soon as its saving over its expected run pays both restarts of the
+///   round trip, while the guarantee allows it (on-demand keeps the slack
+///   where it is, so waiting to be "ahead" again would mean on-demand to
+///   the end);
 ///
 /// and [`simulate`]'s guarantee forces on-demand at the last moment. It looks
 /// only at the present and the past of the availability (what it counted since
@@ -110,6 +112,8 @@ impl Default for SlackAware {
 struct Plan {
     cost: f64,
     need_h: f64,
+    /// Hours of that need the slack left after the wait does not cover.
+    short_h: f64,
 }
 
 impl SlackAware {
@@ -165,6 +169,7 @@ impl SlackAware {
             return Plan {
                 cost: f64::INFINITY,
                 need_h,
+                short_h: rem_h,
             };
         }
         let short = (self.forecast_k * need_h - slack_after).clamp(0.0, rem_h);
@@ -178,6 +183,7 @@ impl SlackAware {
         Plan {
             cost: price * (rem_h - short) + fallback * short + start,
             need_h,
+            short_h: short,
         }
     }
 
@@ -228,14 +234,16 @@ impl SpotPolicy for SlackAware {
                 let Some(s) = best_up else {
                     return v.current;
                 };
-                let (dl, w, t) = (v.deadline_s(), v.work_s(), v.elapsed_s());
-                let done = w - v.remaining_s;
-                let line2 = (done - (t + 2.0 * v.restart_s()) * w / dl) / 3600.0;
-                let spare2 = v.slack_s() / 3600.0 - self.forecast_k * plans[s].need_h - 2.0 * d_h;
+                // On-demand keeps the slack where it is (it runs at the
+                // pace of the clock), so waiting to be "ahead" again would
+                // keep it to the end: go back to spot as soon as the saving
+                // over the zone's expected run pays both restarts of the
+                // round trip (the guarantee allows it only while the slack
+                // can absorb its loss: another restart back on-demand).
                 let od = v.on_demand_per_h(r);
                 let gain = (od - v.price(s)) * self.run_h(s, tick_h).min(rem_h);
                 let pay = d_h * (v.price(s) + od) + v.transfer_usd(r, s);
-                if line2.max(spare2) > 0.0 && gain > pay && v.allows(Instance::Spot(s)) {
+                if gain > pay && v.allows(Instance::Spot(s)) {
                     return Instance::Spot(s);
                 }
                 v.current
@@ -248,7 +256,38 @@ impl SpotPolicy for SlackAware {
                     return Instance::OnDemand(od_region);
                 }
                 if !v.available(b) {
-                    return Instance::None;
+                    // Waiting for it eats slack; the part of the wait the
+                    // rest needs (its hours short) is paid later at the
+                    // on-demand price. A detour to a zone that is up until
+                    // it is back costs the price difference over the wait
+                    // and the restarts and transfers there and back: take
+                    // whichever is cheaper.
+                    let Some(u) = best_up else {
+                        return Instance::None;
+                    };
+                    let wait_h = self.wait_h(b, tick_h);
+                    let od = v.cheapest_on_demand();
+                    // Waiting may be for any zone that is down (the one
+                    // back soonest may not be the cheapest): its slack cost
+                    // plus its plan's premium over the best.
+                    let wait_usd = (0..n)
+                        .filter(|&z| !v.available(z) && plans[z].cost.is_finite())
+                        .map(|z| {
+                            (od - v.price(z)).max(0.0)
+                                * self.wait_h(z, tick_h).min(plans[z].short_h)
+                                + (plans[z].cost - plans[b].cost)
+                        })
+                        .fold(f64::INFINITY, f64::min);
+                    let there =
+                        d_h * v.price(u) + v.checkpoint.map_or(0.0, |c| v.transfer_usd(c, u));
+                    let back = d_h * v.price(b) + v.transfer_usd(u, b);
+                    let detour_usd =
+                        (v.price(u) - v.price(b)).max(0.0) * wait_h.min(rem_h) + there + back;
+                    return if wait_usd > detour_usd && plans[u].cost < od_cost {
+                        Instance::Spot(u)
+                    } else {
+                        Instance::None
+                    };
                 }
                 let settled = self.seen[b].age > self.settle_ticks.min(v.tick as u32);
                 let roomy = v.slack_s() / 3600.0 > self.forecast_k * plans[b].need_h + d_h;
