@@ -308,7 +308,9 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         } else {
             schedule_with_kinds(
                 &input,
-                candidates(&queue, &by_user, &policy, total_gpus - allocated),
+                candidates(&queue, &by_user, &policy, total_gpus - allocated, |id| {
+                    trace[id as usize].gpus
+                }),
                 &kinds,
             )
         };
@@ -365,10 +367,14 @@ fn candidates<'q>(
     by_user: &HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>>,
     policy: &Policy,
     free: u32,
+    gpus_of: impl Fn(JobId) -> u32,
 ) -> Vec<&'q PendingJob> {
     let limit = 2 * free as usize + 16;
-    let ordered: Box<dyn Iterator<Item = &PendingJob>> = if policy.standing.is_empty() {
-        Box::new(queue.values())
+    // Keys, not jobs: most keys walked are of jobs too big for the free GPUs,
+    // skipped on their size alone without looking the job up.
+    type Key = (i64, Millis, JobId);
+    let ordered: Box<dyn Iterator<Item = Key> + '_> = if policy.standing.is_empty() {
+        Box::new(queue.keys().copied())
     } else {
         // gpuq's order: priority class, then lower fair-share standing, then submit
         // order (the core's `fair_share_order`). Each user's run of the queue is
@@ -398,30 +404,31 @@ fn candidates<'q>(
             if let Some(k) = runs[i].1.next() {
                 heap.push(Reverse((k.0, st, k.1, k.2, i)));
             }
-            Some(&queue[&(class, submit, id)])
+            Some((class, submit, id))
         }))
     };
     let mut out = Vec::new();
     let mut fitting = 0usize;
     let mut big_seen = false;
     let mut used = 0u32;
-    for p in ordered {
+    for key in ordered {
+        let gpus = gpus_of(key.2);
         // A placement holds at least the GPUs asked for (whole nodes may round up).
-        if p.gpus <= free {
+        if gpus <= free {
             // Jobs after this point come after every job passed: no reservation
             // made for a later big job could change what these do.
             if fitting >= limit {
                 break;
             }
             fitting += 1;
-            used = used.saturating_add(p.gpus);
-            out.push(p);
+            used = used.saturating_add(gpus);
+            out.push(&queue[&key]);
             if policy.strict_order && used > free {
                 break;
             }
         } else if !big_seen {
             big_seen = true;
-            out.push(p);
+            out.push(&queue[&key]);
             if policy.strict_order {
                 break;
             }
