@@ -95,6 +95,9 @@ pub struct Outcome {
     pub preemptions: u32,
     /// The most nodes it ran on at once (1 for a job that fits on one).
     pub nodes: u32,
+    /// Every wait: from submit to the first start, and after each
+    /// preemption to the restart.
+    pub waited_ms: Millis,
 }
 
 pub struct Run {
@@ -114,6 +117,9 @@ struct Active {
     first_start: Option<Millis>,
     preemptions: u32,
     nodes: u32,
+    /// Since when it waits (submit, or its last preemption); `None` while running.
+    waiting_since: Option<Millis>,
+    waited_ms: Millis,
 }
 
 pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
@@ -227,6 +233,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 duration_ms: ms(j.duration_s),
                 preemptions: a.preemptions,
                 nodes: a.nodes,
+                waited_ms: a.waited_ms,
             });
             freed = true;
         }
@@ -254,6 +261,8 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                     first_start: None,
                     preemptions: 0,
                     nodes: 0,
+                    waiting_since: Some(submit),
+                    waited_ms: 0,
                 },
             );
             let key = key_of(id, opts.policy, submit, 0.0);
@@ -331,6 +340,9 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             }
             a.run_start = Some(now);
             a.first_start.get_or_insert(now);
+            if let Some(w) = a.waiting_since.take() {
+                a.waited_ms += now - w;
+            }
             a.nodes = a.nodes.max(placement.0.len() as u32);
             allocated += placement.gpu_count();
             ends.push(Reverse((now + a.remaining_ms, job)));
@@ -541,6 +553,7 @@ fn preempt_for_las(
         a.attained_gpu_s += trace[id as usize].gpus as f64 * ran as f64 / 1000.0;
         a.remaining_ms = (a.remaining_ms - ran).max(1) + ms(opts.restart_penalty_s);
         a.preemptions += 1;
+        a.waiting_since = Some(now);
         let submit = ms(trace[id as usize].submit_s);
         let key = key_of(id, opts.policy, submit, a.attained_gpu_s);
         by_user
