@@ -95,6 +95,9 @@ pub struct Outcome {
     pub preemptions: u32,
     /// The most nodes it ran on at once (1 for a job that fits on one).
     pub nodes: u32,
+    /// Every wait: from submit to the first start, and after each
+    /// preemption to the restart.
+    pub waited_ms: Millis,
 }
 
 pub struct Run {
@@ -114,6 +117,9 @@ struct Active {
     first_start: Option<Millis>,
     preemptions: u32,
     nodes: u32,
+    /// Since when it waits (submit, or its last preemption); `None` while running.
+    waiting_since: Option<Millis>,
+    waited_ms: Millis,
 }
 
 pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
@@ -227,6 +233,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 duration_ms: ms(j.duration_s),
                 preemptions: a.preemptions,
                 nodes: a.nodes,
+                waited_ms: a.waited_ms,
             });
             freed = true;
         }
@@ -254,6 +261,8 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                     first_start: None,
                     preemptions: 0,
                     nodes: 0,
+                    waiting_since: Some(submit),
+                    waited_ms: 0,
                 },
             );
             let key = key_of(id, opts.policy, submit, 0.0);
@@ -308,7 +317,9 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         } else {
             schedule_with_kinds(
                 &input,
-                candidates(&queue, &by_user, &policy, total_gpus - allocated),
+                candidates(&queue, &by_user, &policy, total_gpus - allocated, |id| {
+                    trace[id as usize].gpus
+                }),
                 &kinds,
             )
         };
@@ -329,6 +340,9 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             }
             a.run_start = Some(now);
             a.first_start.get_or_insert(now);
+            if let Some(w) = a.waiting_since.take() {
+                a.waited_ms += now - w;
+            }
             a.nodes = a.nodes.max(placement.0.len() as u32);
             allocated += placement.gpu_count();
             ends.push(Reverse((now + a.remaining_ms, job)));
@@ -365,10 +379,14 @@ fn candidates<'q>(
     by_user: &HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>>,
     policy: &Policy,
     free: u32,
+    gpus_of: impl Fn(JobId) -> u32,
 ) -> Vec<&'q PendingJob> {
     let limit = 2 * free as usize + 16;
-    let ordered: Box<dyn Iterator<Item = &PendingJob>> = if policy.standing.is_empty() {
-        Box::new(queue.values())
+    // Keys, not jobs: most keys walked are of jobs too big for the free GPUs,
+    // skipped on their size alone without looking the job up.
+    type Key = (i64, Millis, JobId);
+    let ordered: Box<dyn Iterator<Item = Key> + '_> = if policy.standing.is_empty() {
+        Box::new(queue.keys().copied())
     } else {
         // gpuq's order: priority class, then lower fair-share standing, then submit
         // order (the core's `fair_share_order`). Each user's run of the queue is
@@ -398,30 +416,31 @@ fn candidates<'q>(
             if let Some(k) = runs[i].1.next() {
                 heap.push(Reverse((k.0, st, k.1, k.2, i)));
             }
-            Some(&queue[&(class, submit, id)])
+            Some((class, submit, id))
         }))
     };
     let mut out = Vec::new();
     let mut fitting = 0usize;
     let mut big_seen = false;
     let mut used = 0u32;
-    for p in ordered {
+    for key in ordered {
+        let gpus = gpus_of(key.2);
         // A placement holds at least the GPUs asked for (whole nodes may round up).
-        if p.gpus <= free {
+        if gpus <= free {
             // Jobs after this point come after every job passed: no reservation
             // made for a later big job could change what these do.
             if fitting >= limit {
                 break;
             }
             fitting += 1;
-            used = used.saturating_add(p.gpus);
-            out.push(p);
+            used = used.saturating_add(gpus);
+            out.push(&queue[&key]);
             if policy.strict_order && used > free {
                 break;
             }
         } else if !big_seen {
             big_seen = true;
-            out.push(p);
+            out.push(&queue[&key]);
             if policy.strict_order {
                 break;
             }
@@ -535,6 +554,7 @@ fn preempt_for_las(
         a.attained_gpu_s += trace[id as usize].gpus as f64 * ran as f64 / 1000.0;
         a.remaining_ms = (a.remaining_ms - ran).max(1) + ms(opts.restart_penalty_s);
         a.preemptions += 1;
+        a.waiting_since = Some(now);
         let submit = ms(trace[id as usize].submit_s);
         let key = key_of(id, opts.policy, submit, a.attained_gpu_s);
         by_user

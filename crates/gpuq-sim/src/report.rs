@@ -19,6 +19,8 @@ pub struct Report {
     pub jct_avg_s: f64,
     pub jct_median_s: f64,
     pub jct_p99_s: f64,
+    /// Queueing: every wait of a job, before its first start and after each
+    /// preemption until it runs again.
     pub wait_avg_s: f64,
     pub wait_p99_s: f64,
     pub makespan_s: f64,
@@ -68,7 +70,7 @@ pub fn report(trace: &[TraceJob], run: &Run, policy: &str, cluster: &str) -> Rep
         .collect();
     let mut waits: Vec<f64> = done
         .iter()
-        .map(|(_, o)| (o.first_start - o.submit) as f64 / 1000.0)
+        .map(|(_, o)| o.waited_ms as f64 / 1000.0)
         .collect();
     jcts.sort_by(f64::total_cmp);
     waits.sort_by(f64::total_cmp);
@@ -93,7 +95,7 @@ pub fn report(trace: &[TraceJob], run: &Run, policy: &str, cluster: &str) -> Rep
         g.0 += 1;
         g.1 += o.gpus as f64 * o.duration_ms as f64 / 3.6e6;
         g.2 += jct;
-        g.3 += (o.first_start - o.submit) as f64 / 1000.0;
+        g.3 += o.waited_ms as f64 / 1000.0;
         g.4 += jct / (o.duration_ms as f64 / 1000.0).max(1.0);
     }
     let groups: Vec<GroupFigures> = groups

@@ -89,6 +89,10 @@ fn sjf_oracle_and_tiresias_favour_short_jobs() {
         5000 + 10 + 30,
         "the long job lost its restart penalty"
     );
+    // Queueing counts the wait after the preemption too (10 s while the
+    // newcomer ran), not only the wait before the first start (none).
+    assert_eq!((a.first_start - a.submit, a.waited_ms), (0, 10_000));
+    assert_eq!(b.waited_ms, 0);
 }
 
 #[test]

@@ -26,6 +26,8 @@ struct Pass<'a, 'p> {
     reservation: Option<Reservation>,
     /// The first job held back for lack of GPUs: the one preemption may make room for.
     blocked_head: Option<(&'p PendingJob, Request)>,
+    /// Whether the policy has any quota (else the counts below stay empty).
+    quotas: bool,
     /// GPUs held per user and per project, for quotas (including this pass's starts).
     user_gpus: HashMap<Arc<str>, u32>,
     project_gpus: HashMap<Arc<str>, u32>,
@@ -49,7 +51,12 @@ pub(super) fn run<'p>(
     };
     let mut user_gpus: HashMap<Arc<str>, u32> = HashMap::new();
     let mut project_gpus: HashMap<Arc<str>, u32> = HashMap::new();
-    for r in input.running {
+    // Without a quota nothing reads the GPUs held per user or project: no
+    // need to count them over every running job on every pass.
+    let quotas = !input.policy.user_max_gpus.is_empty()
+        || input.policy.default_user_max_gpus.is_some()
+        || !input.policy.project_max_gpus.is_empty();
+    for r in input.running.iter().filter(|_| quotas) {
         let held = r.placement.gpu_count();
         *user_gpus.entry(r.user.clone()).or_default() += held;
         if let Some(p) = &r.project {
@@ -66,6 +73,7 @@ pub(super) fn run<'p>(
         kinds: kinds.cloned(),
         reservation: None,
         blocked_head: None,
+        quotas,
         user_gpus,
         project_gpus,
         group_running,
@@ -179,7 +187,7 @@ impl<'a, 'p> Pass<'a, 'p> {
 
     fn quota_reason(&self, job: &PendingJob) -> Option<WaitReason> {
         let gpus = job.total_gpus();
-        if gpus == 0 {
+        if gpus == 0 || !self.quotas {
             return None;
         }
         let policy = self.input.policy;
@@ -309,9 +317,11 @@ impl<'a, 'p> Pass<'a, 'p> {
             *self.group_running.entry(g.id).or_default() += 1;
         }
         let held = placement.gpu_count();
-        *self.user_gpus.entry(job.user.clone()).or_default() += held;
-        if let Some(p) = &job.project {
-            *self.project_gpus.entry(p.clone()).or_default() += held;
+        if self.quotas {
+            *self.user_gpus.entry(job.user.clone()).or_default() += held;
+            if let Some(p) = &job.project {
+                *self.project_gpus.entry(p.clone()).or_default() += held;
+            }
         }
         self.decisions.push(Decision::Start {
             job: job.id,
