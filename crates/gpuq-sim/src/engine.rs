@@ -63,6 +63,12 @@ pub struct SimOptions {
     pub user_max_gpus: Option<u32>,
     /// Work lost by each preemption (Tiresias): checkpoint, restart, warm-up.
     pub restart_penalty_s: f64,
+    /// Tiresias: seconds a job keeps its GPUs after each (re)start before it
+    /// can be preempted again (the minimum service quantum; 0: none).
+    pub las_quantum_s: f64,
+    /// Tiresias's PROMOTEKNOB: a preempted job that has waited this many times
+    /// its last run is promoted to the highest queue (0: never).
+    pub las_promote_knob: f64,
     /// Sampling period of the allocation ratio, seconds.
     pub sample_every_s: f64,
     /// Pass the whole queue to every pass instead of the jobs that could start
@@ -78,6 +84,8 @@ impl Default for SimOptions {
             half_life_s: 7.0 * 86_400.0,
             user_max_gpus: None,
             restart_penalty_s: 30.0,
+            las_quantum_s: 600.0,
+            las_promote_knob: 8.0,
             sample_every_s: 3600.0,
             full_passes: false,
         }
@@ -120,6 +128,8 @@ struct Active {
     /// Since when it waits (submit, or its last preemption); `None` while running.
     waiting_since: Option<Millis>,
     waited_ms: Millis,
+    /// Length of its last run before a preemption (PROMOTEKNOB).
+    last_run_ms: Millis,
 }
 
 pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
@@ -150,6 +160,9 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
     let mut by_user: HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>> = HashMap::new();
     let mut running = RunningSet::default();
     let mut ends: BinaryHeap<Reverse<(Millis, JobId)>> = BinaryHeap::new();
+    // Tiresias: when each preempted job is due for promotion (time, job, its
+    // preemption count then: a later preemption makes the entry stale).
+    let mut promotions: BinaryHeap<Reverse<(Millis, JobId, u32)>> = BinaryHeap::new();
     let mut policy = Policy {
         default_user_max_gpus: opts.user_max_gpus,
         strict_order: opts.policy == PolicyName::Fifo,
@@ -199,10 +212,44 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         } else {
             None
         };
-        let Some(now) = [arrival, end, crossing].into_iter().flatten().min() else {
+        let promote = promotions.peek().map(|Reverse((t, _, _))| *t);
+        let Some(now) = [arrival, end, crossing, promote]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
             break;
         };
         last_now = now;
+        // PROMOTEKNOB: a job starved long enough is back in the highest queue
+        // (its attained service starts again from 0).
+        let mut promoted = false;
+        while let Some(Reverse((t, id, n))) = promotions.peek().copied() {
+            if t > now {
+                break;
+            }
+            promotions.pop();
+            let Some(a) = active.get_mut(&id) else {
+                continue;
+            };
+            if a.run_start.is_some() || a.preemptions != n {
+                continue;
+            }
+            let submit = ms(trace[id as usize].submit_s);
+            let old = key_of(id, opts.policy, submit, a.attained_gpu_s);
+            a.attained_gpu_s = 0.0;
+            let new = key_of(id, opts.policy, submit, 0.0);
+            if old != new {
+                if let Some(p) = queue.remove(&old) {
+                    queue.insert(new, p);
+                }
+                if let Some(keys) = by_user.get_mut(&users[id as usize]) {
+                    keys.remove(&old);
+                    keys.insert(new);
+                }
+                promoted = true;
+            }
+        }
         while next_sample <= now {
             allocation.push((next_sample, allocated));
             next_sample += ms(opts.sample_every_s);
@@ -263,6 +310,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                     nodes: 0,
                     waiting_since: Some(submit),
                     waited_ms: 0,
+                    last_run_ms: 0,
                 },
             );
             let key = key_of(id, opts.policy, submit, 0.0);
@@ -274,8 +322,9 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             arrived = true;
         }
         if opts.policy == PolicyName::Tiresias
-            && (crossing == Some(now) || arrived || freed)
-            && las_may_preempt(now, trace, &active, &running, &queue)
+            && (promoted
+                || ((crossing == Some(now) || arrived || freed)
+                    && las_may_preempt(now, trace, &active, &running, &queue, opts)))
         {
             preempt_for_las(
                 now,
@@ -288,9 +337,10 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 opts,
                 &users,
                 key_of,
+                &mut promotions,
             );
         }
-        if allocated >= total_gpus && !freed {
+        if allocated >= total_gpus && !freed && !promoted {
             continue; // nothing can start: skip the pass
         }
         if queue.is_empty() {
@@ -480,12 +530,17 @@ fn las_may_preempt(
     active: &HashMap<JobId, Active>,
     running: &RunningSet,
     queue: &BTreeMap<(i64, Millis, JobId), PendingJob>,
+    opts: &SimOptions,
 ) -> bool {
     let Some(((best_waiting, _, _), _)) = queue.first_key_value() else {
         return false;
     };
+    let quantum = (opts.las_quantum_s * 1000.0).round() as Millis;
     running.ids().any(|id| {
         let a = &active[&id];
+        if a.run_start.is_some_and(|s| now - s < quantum) {
+            return false; // within its service quantum
+        }
         let gpus = trace[id as usize].gpus as f64;
         let attained = a.attained_gpu_s
             + a.run_start
@@ -508,8 +563,10 @@ fn preempt_for_las(
     opts: &SimOptions,
     users: &[Arc<str>],
     key_of: impl Fn(JobId, PolicyName, Millis, f64) -> (i64, Millis, JobId),
+    promotions: &mut BinaryHeap<Reverse<(Millis, JobId, u32)>>,
 ) {
     let ms = |s: f64| (s * 1000.0).round() as Millis;
+    let quantum = ms(opts.las_quantum_s);
     // Bring running jobs' attained service up to now.
     let attained = |id: &JobId, a: &Active| {
         let gpus = trace[*id as usize].gpus as f64;
@@ -527,6 +584,7 @@ fn preempt_for_las(
         gpus,
         attained_gpu_seconds: attained(&id, &active[&id]),
         submitted_at: ms(trace[id as usize].submit_s),
+        protected: active[&id].run_start.is_some_and(|s| now - s < quantum),
     };
     // A running job counts the GPUs it holds (whole nodes may round up), a waiting one what it asks.
     let jobs: Vec<LasJob> = running
@@ -555,6 +613,11 @@ fn preempt_for_las(
         a.remaining_ms = (a.remaining_ms - ran).max(1) + ms(opts.restart_penalty_s);
         a.preemptions += 1;
         a.waiting_since = Some(now);
+        a.last_run_ms = ran;
+        if opts.las_promote_knob > 0.0 {
+            let due = now + (opts.las_promote_knob * ran as f64).round() as Millis;
+            promotions.push(Reverse((due.max(now + 1), id, a.preemptions)));
+        }
         let submit = ms(trace[id as usize].submit_s);
         let key = key_of(id, opts.policy, submit, a.attained_gpu_s);
         by_user

@@ -201,3 +201,34 @@ fn tiresias_preempts_a_multi_node_job_for_newcomers() {
     assert_eq!((b.end - b.submit) / 1000, 10, "the newcomer ran at once");
     assert_eq!(a.end / 1000, 5000 + 10 + 30);
 }
+
+#[test]
+fn tiresias_keeps_a_job_for_its_quantum_and_promotes_a_starved_one() {
+    let long = "submit,duration,gpus,user\n0,5000,1,a\n3300,10,1,b\n";
+    let t = parse(long, "t").unwrap();
+    // Within its quantum the long job is not preempted: the newcomer waits.
+    let mut o = opts(PolicyName::Tiresias, 1, 1);
+    o.las_quantum_s = 10_000.0;
+    let r = run(&t, &o);
+    let (a, b) = (r.outcomes[0].unwrap(), r.outcomes[1].unwrap());
+    assert_eq!((a.preemptions, a.end / 1000), (0, 5000));
+    assert_eq!(b.waited_ms, 1_700_000);
+    // PROMOTEKNOB 0.5: the long job, preempted at 3,300 s after a run of
+    // 3,300 s, is back in the top queue at 4,950 s, ahead of the 10,000 s
+    // newcomer (which came later and has run past its quantum).
+    let two = "submit,duration,gpus,user\n0,5000,1,a\n3300,10000,1,b\n";
+    let t = parse(two, "t").unwrap();
+    let mut o = opts(PolicyName::Tiresias, 1, 1);
+    o.restart_penalty_s = 30.0;
+    o.las_promote_knob = 0.5;
+    let r = run(&t, &o);
+    let (a, b) = (r.outcomes[0].unwrap(), r.outcomes[1].unwrap());
+    assert_eq!(a.preemptions, 1);
+    assert_eq!(a.end / 1000, 4950 + 1700 + 30, "{a:?}");
+    assert_eq!(a.waited_ms, 1_650_000);
+    assert!(b.preemptions >= 1, "{b:?}");
+    // Without promotion the long job waits for the whole newcomer.
+    o.las_promote_knob = 0.0;
+    let r = run(&t, &o);
+    assert_eq!(r.outcomes[0].unwrap().end / 1000, 3300 + 10_000 + 1700 + 30);
+}

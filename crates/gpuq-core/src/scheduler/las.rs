@@ -2,6 +2,12 @@
 //! a job's priority is the queue its attained service (GPUs × time run so far)
 //! falls in; within a queue, first come first served. Needs no durations.
 //! Preemptive: the simulator stops running jobs that fall outside [`keep`].
+//!
+//! As in the paper (Gu et al., NSDI'19), two guards against thrashing and
+//! starvation: a job that (re)starts keeps its GPUs for a minimum service
+//! quantum before it can be preempted again ([`LasJob::protected`]), and a
+//! job that has waited longer than `PROMOTEKNOB` times its last run is
+//! promoted back to the highest queue ([`promoted`]).
 
 use crate::{JobId, Millis};
 
@@ -21,11 +27,22 @@ pub struct LasJob {
     pub gpus: u32,
     pub attained_gpu_seconds: f64,
     pub submitted_at: Millis,
+    /// Running and still within its service quantum since it (re)started:
+    /// it keeps its GPUs whatever its queue.
+    pub protected: bool,
 }
 
-/// The jobs that should hold GPUs now: in priority order (queue, then arrival),
-/// each that still fits in the remaining `capacity` GPUs. Jobs left out are to
-/// wait, or to be preempted if they run.
+/// PROMOTEKNOB: whether a job that has waited `waited_s` since it was
+/// preempted after a run of `last_run_s` is due back in the highest queue
+/// (`knob` 0: never).
+pub fn promoted(waited_s: f64, last_run_s: f64, knob: f64) -> bool {
+    knob > 0.0 && waited_s >= knob * last_run_s
+}
+
+/// The jobs that should hold GPUs now: the protected ones first, then in
+/// priority order (queue, then arrival), each that still fits in the
+/// remaining `capacity` GPUs. Jobs left out are to wait, or to be preempted
+/// if they run.
 pub fn keep(jobs: &[LasJob], capacity: u32, thresholds: &[f64]) -> Vec<JobId> {
     let mut order: Vec<&LasJob> = jobs.iter().collect();
     order.sort_by_key(|j| {
@@ -37,7 +54,11 @@ pub fn keep(jobs: &[LasJob], capacity: u32, thresholds: &[f64]) -> Vec<JobId> {
     });
     let mut left = capacity;
     let mut out = Vec::new();
-    for j in order {
+    for j in order.iter().filter(|j| j.protected) {
+        left = left.saturating_sub(j.gpus);
+        out.push(j.id);
+    }
+    for j in order.into_iter().filter(|j| !j.protected) {
         if j.gpus <= left {
             left -= j.gpus;
             out.push(j.id);
@@ -56,7 +77,20 @@ mod tests {
             gpus,
             attained_gpu_seconds: attained,
             submitted_at: at,
+            protected: false,
         }
+    }
+
+    #[test]
+    fn a_protected_job_keeps_its_gpus_and_a_starved_one_is_promoted() {
+        // The long runner is within its quantum: it keeps its 4 GPUs.
+        let mut long = job(1, 4, 50_000.0, 0);
+        long.protected = true;
+        let jobs = [long, job(2, 2, 0.0, 10)];
+        assert_eq!(keep(&jobs, 4, &TIRESIAS_THRESHOLDS), [1]);
+        assert!(promoted(800.0, 100.0, 8.0));
+        assert!(!promoted(799.0, 100.0, 8.0));
+        assert!(!promoted(1e9, 100.0, 0.0), "knob 0: never");
     }
 
     #[test]
