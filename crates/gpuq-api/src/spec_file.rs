@@ -106,6 +106,9 @@ pub fn read_local(path: &Path) -> Result<String, String> {
 /// Fills `python.inputs` from the files the spec names (relative to the
 /// spec's `cwd`, else the current directory), read by this process.
 pub fn read_env_inputs(spec: &mut JobSpec) -> Result<(), String> {
+    if spec.python.is_none() {
+        return Ok(());
+    }
     let base = std::env::current_dir()
         .map_err(|e| format!("cannot read the current directory: {e}; pass --cwd"))?;
     fill_env_inputs(spec, &base, &read_local)

@@ -106,6 +106,10 @@ impl EnvCache {
     pub fn root(&self) -> &Path {
         &self.root
     }
+    /// The gpuq executable its helpers (`__env-build`, `__container`) run from.
+    pub fn gpuq(&self) -> &Path {
+        &self.self_exe
+    }
     /// The environment of `key` (used only once the store says it is ready).
     pub fn dir(&self, key: &str) -> PathBuf {
         self.root.join(key)

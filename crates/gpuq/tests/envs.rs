@@ -530,12 +530,14 @@ impl RootLab {
     }
 
     fn submit(&self, spec: &str) -> u64 {
-        let out = as_user_in(
-            self.d.path(),
-            Self::USER,
-            self.work.path(),
-            &["submit", spec],
-        );
+        self.submit_as(Self::USER, &[spec])
+    }
+
+    /// `gpuq submit ARGS` as `user`, from the work directory; the job's id.
+    fn submit_as(&self, user: &str, args: &[&str]) -> u64 {
+        let mut full = vec!["submit"];
+        full.extend_from_slice(args);
+        let out = as_user_in(self.d.path(), user, self.work.path(), &full);
         assert!(out.status.success(), "{}", stderr(&out));
         stdout(&out).trim().parse().unwrap()
     }
@@ -604,33 +606,18 @@ fn a_lab_wide_cache_serves_every_user_from_one_read_only_build() {
     const OTHER: &str = "gpuqtestc";
     ensure_user(OTHER);
     lab.spec("reqs", "gpuqdemo==1.0", "true"); // writes reqs.txt
-    let out = as_user_in(
-        lab.d.path(),
+    let a = lab.submit_as(
         RootLab::USER,
-        lab.work.path(),
-        &[
-            "submit",
-            "--requirements",
-            "reqs.txt",
-            "--",
-            "python",
-            "-c",
-            SHOW,
-        ],
+        &["--requirements", "reqs.txt", "--", "python", "-c", SHOW],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let a: u64 = stdout(&out).trim().parse().unwrap();
     assert_eq!(lab.d.wait(a)["state"], "succeeded", "{}", lab.d.log(a));
     // The labmate's job: the same requirements, and a try at writing the environment.
     let probe = "import gpuqdemo, os; print('version', gpuqdemo.VERSION); print('venv', os.environ['VIRTUAL_ENV'])\ntry:\n    open(os.environ['VIRTUAL_ENV'] + '/mine', 'w')\n    print('wrote')\nexcept OSError:\n    print('read-only')";
     let path = lab.work.path().join("other.py");
     std::fs::write(&path, probe).unwrap();
-    let out = as_user_in(
-        lab.d.path(),
+    let b = lab.submit_as(
         OTHER,
-        lab.work.path(),
         &[
-            "submit",
             "--requirements",
             "reqs.txt",
             "--",
@@ -638,8 +625,6 @@ fn a_lab_wide_cache_serves_every_user_from_one_read_only_build() {
             path.to_str().unwrap(),
         ],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let b: u64 = stdout(&out).trim().parse().unwrap();
     assert_eq!(lab.d.wait(b)["state"], "succeeded", "{}", lab.d.log(b));
     let (la, lb) = (lab.d.log(a), lab.d.log(b));
     assert_eq!(

@@ -100,17 +100,21 @@ fn describe_source(spec: &JobSpec) -> String {
     s
 }
 
+/// The cache of a daemon with this config and data directory (made once, at start).
+pub(super) fn env_cache_for(config: &crate::config::Config, home: &std::path::Path) -> EnvCache {
+    let root = config
+        .envs
+        .dir
+        .as_ref()
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| home.join("envs"));
+    let exe = std::env::current_exe().unwrap_or_else(|_| "gpuq".into());
+    EnvCache::new(root, exe)
+}
+
 impl Service {
-    pub(super) fn env_cache(&self) -> EnvCache {
-        let root = self
-            .config
-            .envs
-            .dir
-            .as_ref()
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| self.home.join("envs"));
-        let exe = std::env::current_exe().unwrap_or_else(|_| "gpuq".into());
-        EnvCache::new(root, exe)
+    pub(super) fn env_cache(&self) -> &EnvCache {
+        &self.env_cache
     }
 
     /// The key of a job's environment: private to the account it runs as,
@@ -250,7 +254,7 @@ impl Service {
                 );
                 continue;
             }
-            if let Err(why) = self.start_env_build(&cache, &key, job, now) {
+            if let Err(why) = self.start_env_build(&key, job, now) {
                 tracing::warn!("environment {key}: {why}");
                 self.fail_waiting(
                     &key,
@@ -260,13 +264,7 @@ impl Service {
         }
     }
 
-    fn start_env_build(
-        self: &Arc<Self>,
-        cache: &EnvCache,
-        key: &str,
-        job: JobId,
-        now: Millis,
-    ) -> Result<(), String> {
+    fn start_env_build(self: &Arc<Self>, key: &str, job: JobId, now: Millis) -> Result<(), String> {
         let (info, user) = {
             let inner = self.lock();
             let info = inner.store.launch_info(job).map_err(|e| e.to_string())?;
@@ -322,6 +320,7 @@ impl Service {
                 )
                 .map_err(|e| e.to_string())?;
         }
+        let cache = self.env_cache();
         let mut cmd = cache
             .prepare(req, run_as.as_ref(), now)
             .map_err(|e| format!("cannot prepare {}: {e}", cache.root().display()))?;
@@ -394,7 +393,7 @@ impl Service {
                 }
             }
             EnvBuilt::Failed(cause) => {
-                self.remove_env_dir(&cache, key, now);
+                self.remove_env_dir(key, now);
                 let builds = self
                     .lock()
                     .store
@@ -454,7 +453,8 @@ impl Service {
     }
 
     /// Moves an environment's directory out of the cache and has its owner remove it.
-    fn remove_env_dir(&self, cache: &EnvCache, key: &str, now: Millis) {
+    fn remove_env_dir(&self, key: &str, now: Millis) {
+        let cache = self.env_cache();
         let owner = self.lock().store.env(key).ok().flatten().map(|r| r.user);
         match cache.retire(key, now) {
             Ok(Some(path)) => {
@@ -483,7 +483,6 @@ impl Service {
     /// Past the cap, removes the least recently used environments nobody needs.
     pub(super) fn evict_envs(&self) {
         let cap = self.config.envs.max_size.mib().saturating_mul(1 << 20);
-        let cache = self.env_cache();
         let victims = {
             let mut inner = self.lock();
             let in_use = Self::envs_in_use(&mut inner);
@@ -502,7 +501,7 @@ impl Service {
         let now = now_ms();
         for key in victims {
             tracing::info!("environment {key}: evicted (least recently used, over envs.max_size)");
-            self.remove_env_dir(&cache, &key, now);
+            self.remove_env_dir(&key, now);
             let _ = self.lock().store.remove_env(&key);
         }
     }
@@ -622,8 +621,7 @@ impl Service {
                 rootless,
                 cdi: container::cdi_available(),
             };
-            let relay = std::env::current_exe().unwrap_or_else(|_| "gpuq".into());
-            let (wrapped, extra) = container::wrap(&relay, &podman, &job);
+            let (wrapped, extra) = container::wrap(self.env_cache.gpuq(), &podman, &job);
             *argv = wrapped;
             env.extend(extra);
         }
@@ -672,12 +670,15 @@ impl Service {
     pub fn env_log(&self, key: &str) -> Option<String> {
         let cache = self.env_cache();
         let logs = cache.log(key);
+        use std::io::{Read, Seek, SeekFrom};
+        const TAIL: u64 = 1 << 20;
         let dir = gpuq_exec::safe_fs::Dir::open(logs.parent()?).ok()?;
-        let bytes = dir
-            .read_regular(logs.file_name()?.to_str()?, 64 << 20, None)
-            .ok()?;
-        let tail = &bytes[bytes.len().saturating_sub(1 << 20)..];
-        Some(String::from_utf8_lossy(tail).into_owned())
+        let mut file = dir.open_regular(logs.file_name()?.to_str()?, None).ok()?;
+        let len = file.metadata().ok()?.len();
+        file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
+        let mut bytes = Vec::new();
+        file.take(TAIL).read_to_end(&mut bytes).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 

@@ -170,6 +170,8 @@ pub struct Service {
     wake_scheduler: Notify,
     /// Wakes the environment builds' loop (a job waits for a build, a builder exited).
     wake_envs: Notify,
+    /// Where environments are cached, and the executable their builders run.
+    env_cache: gpuq_exec::envbuild::EnvCache,
     /// The last pass decided nothing and only submits happened since (see `submit_needs_a_pass`).
     quiet: AtomicBool,
     /// What runs the jobs; the service never asks which one it is.
@@ -273,7 +275,9 @@ impl Service {
             config.alerts.thresholds(),
             gpuq_core::telemetry::Retention::default(),
         );
+        let env_cache = envs::env_cache_for(&config, &home);
         let service = Arc::new(Self {
+            env_cache,
             monitor: Mutex::new(monitor),
             alert_out: extras.alert_out,
             housekeeping: Mutex::new(housekeeping::Housekeeping::new(
