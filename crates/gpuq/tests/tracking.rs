@@ -481,10 +481,14 @@ sleep 2
         "-c",
         script,
     ]);
-    // Kill the daemon while attempt 2 runs; the restarted one reads the rest.
-    assert!(eventually(Duration::from_secs(15), || d.show(id)
-        ["attempt"]
-        == 2));
+    // Kill the daemon while attempt 2 runs (it has written its points and
+    // sleeps); the restarted one reads the rest. Waiting on the attempt number
+    // alone could kill the daemon between recording the start and the spawn,
+    // and that attempt, which never ran, would be retried as attempt 3.
+    let metrics = d.job_dir(id).join("metrics.jsonl");
+    assert!(eventually(Duration::from_secs(15), || {
+        std::fs::read_to_string(&metrics).is_ok_and(|m| m.contains("\"step\": 5"))
+    }));
     d.kill();
     d.restart();
     assert_eq!(d.wait(id)["state"], "succeeded");
