@@ -2,9 +2,13 @@
 # Synthetic spot data in the provider-neutral format (docs/simulator.md), for
 # judging the spot policies on data they were not tuned on:
 #   python3 scripts/spot_synthetic.py a|b|c [OUT_BASE]  -> OUT_BASE/synA|synB|synC
+#   python3 scripts/spot_synthetic.py rSEED [OUT_BASE]  -> OUT_BASE/synrSEED
 # a: 10-min ticks, 6 zones, a cheap zone with long outages, an always-up pricey one;
 # b: 1-hour ticks, 4 zones; c: the cheapest zone down for long stretches beside
 # a flapping cheap zone and an always-up zone at 3x the price.
+# rSEED: a random provider drawn from SEED (2-8 zones, a tick of 1 min to
+# 1 h, per-zone spot and on-demand prices, Markov up/down runs of 20 min to
+# 100 h, and long outages in some zones): held-out data for policies.
 import random, sys, os
 # synthetic provider: zones with Markov up/down, per-zone on-demand
 def gen(out, seed, tick, hours, zones):
@@ -52,3 +56,23 @@ elif which == "c": # the exact failure: cheapest zone down for long stretches, p
         dict(name="mid", od=3.0, price=1.0, up_h=12, down_h=1.5),
         dict(name="pricey", od=3.0, price=2.5, up_h=1e9, down_h=1),
     ])
+elif which.startswith("r"):
+    seed = int(which[1:])
+    rnd = random.Random(seed)
+    tick = rnd.choice([60, 195, 300, 600, 1800, 3600])
+    od_base = rnd.uniform(1.5, 6.0)
+    zones = []
+    for k in range(rnd.randint(2, 8)):
+        z = dict(name=f"z{k}", od=round(od_base * rnd.uniform(0.9, 1.2), 3),
+                 price=round(od_base * rnd.uniform(0.2, 0.8), 3),
+                 up_h=rnd.choice([1e9, 10 ** rnd.uniform(-0.5, 2)]),
+                 down_h=10 ** rnd.uniform(-0.7, 1.3))
+        if rnd.random() < 0.4:
+            out, t = [], rnd.uniform(0, 200)
+            while t < 2000:
+                d = rnd.uniform(10, 100)
+                out.append((t, t + d))
+                t += d + rnd.uniform(50, 400)
+            z['outage'] = out
+        zones.append(z)
+    gen(base + f"/syn{which}", seed, tick, 2000, zones)

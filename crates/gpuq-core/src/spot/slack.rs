@@ -3,7 +3,7 @@
 use super::model::*;
 
 /// What a policy has observed of one region so far.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Seen {
     ticks: u32,
     up: u32,
@@ -15,15 +15,26 @@ pub(super) struct Seen {
     age: u32,
     /// Length of the current down-run, ticks (0 when up).
     down_age: u32,
+    /// Lengths of the outages seen to end, ticks.
+    outages: Vec<u32>,
+    /// Spot price, smoothed over the ticks seen (dollars per hour).
+    price: f64,
 }
 
 impl Seen {
-    fn push(&mut self, up: bool) {
+    /// `weight`: the share of the new price in the smoothed one.
+    fn push(&mut self, up: bool, price: f64, weight: f64) {
+        self.price = if self.ticks == 0 {
+            price
+        } else {
+            self.price + weight * (price - self.price)
+        };
         if self.age > 0 && !up {
             self.ends += 1;
         }
         if self.down_age > 0 && up {
             self.down_ends += 1;
+            self.outages.push(self.down_age);
         }
         self.ticks += 1;
         self.up += up as u32;
@@ -44,9 +55,10 @@ impl Seen {
 ///   (`a` the zone's availability seen, with a prior); the part of that need
 ///   the slack left after the wait does not cover (times `forecast_k`) is
 ///   priced as work done on-demand (the cheapest on-demand price) instead of
-///   at the zone's spot price;
+///   at the zone's spot price (smoothed over about the prior's span, so a
+///   tick's noise moves nothing);
 /// * a start pays its restart at the zone's price and the transfer of the
-///   checkpoint.
+///   checkpoint, and each expected up-run ends in a restart at that price.
 ///
 /// So "ahead" is judged against the zones that are actually up and their
 /// prices, not against "some zone is up": a cheap zone that has been down for
@@ -60,14 +72,20 @@ impl Seen {
 ///   down, start on-demand if that is cheapest. A zone whose expected wait
 ///   is longer than the slack left is no plan (waiting for it ends in the
 ///   guarantee's on-demand to the end), so the policy moves or buys
-///   on-demand before the slack is gone, not at the deadline;
+///   on-demand before the slack is gone, not at the deadline. Once the
+///   slack left is under `pace` times its uniform share of the time left,
+///   it does not wait at all (a zone up, else on-demand): slack spent early
+///   on one outage is missing for the later ones;
 /// * **running spot**: keep it, unless another zone's plan, migration paid,
-///   is cheaper by `switch_gain - 1` more migrations (hysteresis);
-/// * **on-demand**: back to spot in the cheapest plan's zone that is up as
-///   soon as its saving over its expected run pays both restarts of the
-///   round trip, while the guarantee allows it (on-demand keeps the slack
-///   where it is, so waiting to be "ahead" again would mean on-demand to
-///   the end);
+///   is cheaper by `switch_gain - 1` more migrations (hysteresis); a move
+///   for a lower price must also pay for itself within the stay expected in
+///   the new zone (its up-runs, through the outages short enough to wait
+///   out), so a cheap zone that flaps is not chased back and forth;
+/// * **on-demand**: back to spot in the zone up whose saving over that
+///   expected stay is largest, as soon as it pays both restarts of the
+///   round trip and the transfer, while the guarantee allows it (on-demand
+///   keeps the slack where it is, so waiting to be "ahead" again would mean
+///   on-demand to the end);
 ///
 /// and [`simulate`]'s guarantee forces on-demand at the last moment. It looks
 /// only at the present and the past of the availability (what it counted since
@@ -88,6 +106,11 @@ pub struct SlackAware {
     /// Ticks a zone must have been up before starting there while the slack
     /// allows waiting (0: at once).
     pub settle_ticks: u32,
+    /// Pace of the slack: while no spot runs and the slack left is under
+    /// `pace` times its uniform share of the time left
+    /// (`slack0 * time_left / deadline`), the policy does not wait: it starts
+    /// a zone that is up or on-demand (0: no pace).
+    pub pace: f64,
     // Visible to spot/tests.rs, which builds policies by struct update.
     pub(super) seen: Vec<Seen>,
     pub(super) prior_h: f64,
@@ -101,6 +124,7 @@ impl Default for SlackAware {
             prior_frac: 0.05,
             switch_gain: 2.0,
             settle_ticks: 0,
+            pace: 0.5,
             seen: Vec::new(),
             prior_h: 0.0,
         }
@@ -114,6 +138,8 @@ struct Plan {
     need_h: f64,
     /// Hours of that need the slack left after the wait does not cover.
     short_h: f64,
+    /// Of the cost, the restarts expected at the end of its up-runs.
+    restarts: f64,
 }
 
 impl SlackAware {
@@ -122,8 +148,13 @@ impl SlackAware {
             self.seen = vec![Seen::default(); v.regions()];
             self.prior_h = self.prior_frac * v.deadline_s() / 3600.0;
         }
+        // Prices are smoothed over about the prior's span: a plan prices
+        // the hours to come, and one tick's price says little of them (a
+        // move chasing each tick's noise pays its migration every time).
+        let tick_h = v.tick_s() / 3600.0;
+        let weight = (tick_h / self.prior_h.max(tick_h)).min(1.0);
         for (r, s) in self.seen.iter_mut().enumerate() {
-            s.push(v.available(r));
+            s.push(v.available(r), v.price(r), weight);
         }
     }
 
@@ -154,6 +185,26 @@ impl SlackAware {
         mean.max(s.down_age as f64 * tick_h)
     }
 
+    /// Expected stay in region `s` after a move from `r`, hours: its
+    /// expected up-run over the share of its outages that end a stay. An
+    /// outage ends a stay when it is long enough that a detour back to `r`
+    /// and back again (two restarts and transfers) costs less than waiting
+    /// it out at the on-demand premium; shorter ones are waited out.
+    fn stay_h(&self, v: &SpotView<'_>, s: usize, r: usize) -> f64 {
+        let tick_h = v.tick_s() / 3600.0;
+        let seen = &self.seen[s];
+        let premium = (v.cheapest_on_demand() - seen.price).max(1e-9);
+        let detour = 2.0 * (v.restart_s() / 3600.0 * seen.price + v.transfer_usd(r, s));
+        let long_ticks = detour / premium / tick_h;
+        let ending = seen
+            .outages
+            .iter()
+            .filter(|&&l| l as f64 > long_ticks)
+            .count();
+        let p_end = (ending as f64 + 0.5) / (seen.outages.len() as f64 + 1.0);
+        self.run_h(s, tick_h) / p_end
+    }
+
     /// The plan "the rest of the job on spot in region `r`".
     fn plan(&self, v: &SpotView<'_>, r: usize) -> Plan {
         let tick_h = v.tick_s() / 3600.0;
@@ -170,18 +221,22 @@ impl SlackAware {
                 cost: f64::INFINITY,
                 need_h,
                 short_h: rem_h,
+                restarts: 0.0,
             };
         }
         let short = (self.forecast_k * need_h - slack_after).clamp(0.0, rem_h);
-        let price = v.price(r);
+        let price = self.seen[r].price;
         let fallback = v.cheapest_on_demand().max(price);
         let start = if v.current == Instance::Spot(r) {
             0.0
         } else {
             d_h * price + v.checkpoint.map_or(0.0, |c| v.transfer_usd(c, r))
         };
+        // Each expected up-run ends in a restart, paid at the zone's price.
+        let restarts = rem_h / run * d_h * price;
         Plan {
-            cost: price * (rem_h - short) + fallback * short + start,
+            cost: price * (rem_h - short) + fallback * short + start + restarts,
+            restarts,
             need_h,
             short_h: short,
         }
@@ -210,6 +265,7 @@ impl SpotPolicy for SlackAware {
 
     fn decide(&mut self, v: &SpotView<'_>) -> Instance {
         self.observe(v);
+
         let tick_h = v.tick_s() / 3600.0;
         let rem_h = v.remaining_s / 3600.0;
         let d_h = v.restart_s() / 3600.0;
@@ -223,7 +279,17 @@ impl SpotPolicy for SlackAware {
             Instance::Spot(r) => {
                 if let Some(s) = best_up.filter(|&s| s != r) {
                     let pay = d_h * v.price(s) + v.transfer_usd(r, s);
-                    let better = plans[s].cost + (self.switch_gain - 1.0) * pay < plans[r].cost;
+                    let mut better = plans[s].cost + (self.switch_gain - 1.0) * pay < plans[r].cost;
+                    // A move for a lower price must pay for itself within the
+                    // stay expected there: a cheap zone that flaps is left at
+                    // its long outages, and chasing it back and forth costs a
+                    // migration each time. (A move away from a zone whose
+                    // slack runs out is judged on the plans alone.)
+                    let cheaper = self.seen[r].price - self.seen[s].price;
+                    if cheaper > 0.0 && plans[r].short_h <= 0.0 {
+                        let stay = self.stay_h(v, s, r).min(rem_h);
+                        better &= cheaper * stay > self.switch_gain * pay;
+                    }
                     if better && v.allows(Instance::Spot(s)) {
                         return Instance::Spot(s);
                     }
@@ -231,28 +297,40 @@ impl SpotPolicy for SlackAware {
                 v.current
             }
             Instance::OnDemand(r) => {
-                let Some(s) = best_up else {
-                    return v.current;
-                };
                 // On-demand keeps the slack where it is (it runs at the
                 // pace of the clock), so waiting to be "ahead" again would
-                // keep it to the end: go back to spot as soon as the saving
-                // over the zone's expected run pays both restarts of the
-                // round trip (the guarantee allows it only while the slack
-                // can absorb its loss: another restart back on-demand).
+                // keep it to the end: go back to spot, in the zone up whose
+                // saving over the stay expected there is largest, as soon as
+                // that saving pays both restarts of the round trip and the
+                // transfer (the guarantee allows it only while the slack can
+                // absorb its loss: another restart back on-demand).
                 let od = v.on_demand_per_h(r);
-                let gain = (od - v.price(s)) * self.run_h(s, tick_h).min(rem_h);
-                let pay = d_h * (v.price(s) + od) + v.transfer_usd(r, s);
-                if gain > pay && v.allows(Instance::Spot(s)) {
-                    return Instance::Spot(s);
+                let gain = |s: usize| (od - self.seen[s].price) * self.stay_h(v, s, r).min(rem_h);
+                let pay = |s: usize| d_h * (v.price(s) + od) + v.transfer_usd(r, s);
+                let best = (0..n)
+                    .filter(|&s| v.available(s))
+                    .max_by(|&a, &b| (gain(a) - pay(a)).total_cmp(&(gain(b) - pay(b))));
+                match best {
+                    Some(s) if gain(s) > pay(s) && v.allows(Instance::Spot(s)) => Instance::Spot(s),
+                    _ => v.current,
                 }
-                v.current
             }
             Instance::None => {
+                // Behind the pace of the slack: waiting is no longer an
+                // option (start a zone that is up, or on-demand).
+                let slack0 = v.deadline_s() - v.work_s() - v.restart_s();
+                let share = slack0 * v.time_left_s() / v.deadline_s();
+                let behind = v.slack_s() < self.pace * share;
+                if behind && best_up.is_none() {
+                    return Instance::OnDemand(od_region);
+                }
                 let Some(b) = best_any else {
                     return Instance::OnDemand(od_region);
                 };
-                if od_cost < plans[b].cost {
+                // Against on-demand a plan is priced without the restarts it
+                // expects: on-demand stays the way out once they come (and
+                // a zone's first up-run is priced from the prior alone).
+                if od_cost < plans[b].cost - plans[b].restarts {
                     return Instance::OnDemand(od_region);
                 }
                 if !v.available(b) {
@@ -265,6 +343,13 @@ impl SpotPolicy for SlackAware {
                     let Some(u) = best_up else {
                         return Instance::None;
                     };
+                    if behind {
+                        return if plans[u].cost - plans[u].restarts < od_cost {
+                            Instance::Spot(u)
+                        } else {
+                            Instance::OnDemand(od_region)
+                        };
+                    }
                     let wait_h = self.wait_h(b, tick_h);
                     let od = v.cheapest_on_demand();
                     // Waiting may be for any zone that is down (the one
@@ -273,7 +358,7 @@ impl SpotPolicy for SlackAware {
                     let wait_usd = (0..n)
                         .filter(|&z| !v.available(z) && plans[z].cost.is_finite())
                         .map(|z| {
-                            (od - v.price(z)).max(0.0)
+                            (od - self.seen[z].price).max(0.0)
                                 * self.wait_h(z, tick_h).min(plans[z].short_h)
                                 + (plans[z].cost - plans[b].cost)
                         })
@@ -281,9 +366,11 @@ impl SpotPolicy for SlackAware {
                     let there =
                         d_h * v.price(u) + v.checkpoint.map_or(0.0, |c| v.transfer_usd(c, u));
                     let back = d_h * v.price(b) + v.transfer_usd(u, b);
-                    let detour_usd =
-                        (v.price(u) - v.price(b)).max(0.0) * wait_h.min(rem_h) + there + back;
-                    return if wait_usd > detour_usd && plans[u].cost < od_cost {
+                    let detour_usd = (self.seen[u].price - self.seen[b].price).max(0.0)
+                        * wait_h.min(rem_h)
+                        + there
+                        + back;
+                    return if wait_usd > detour_usd && plans[u].cost - plans[u].restarts < od_cost {
                         Instance::Spot(u)
                     } else {
                         Instance::None
