@@ -24,24 +24,10 @@ fn windows_of(dir: &str, job: &Job, windows: usize) -> Vec<SpotEnv> {
     let t = format::load(Path::new(dir), None).expect("readable spot data");
     let len = (job.deadline_h * 3600.0 / t.tick_s + 1e-9).floor() as usize;
     let last = t.rows() - len;
-    let n = t.zones.len();
     (0..windows)
         .map(|i| {
             let start = ((i as f64 * last as f64) / (windows - 1) as f64).round() as usize;
-            SpotEnv {
-                tick_s: t.tick_s,
-                regions: (0..n)
-                    .map(|z| SpotRegion {
-                        name: t.zones[z].clone(),
-                        available: t.available[z][start..start + len].to_vec(),
-                        price_per_h: t.prices[z][start..start + len].to_vec(),
-                        on_demand_per_h: t.on_demand_per_h[z],
-                    })
-                    .collect(),
-                transfer_usd: (0..n)
-                    .map(|a| (0..n).map(|b| if a == b { 0.0 } else { 1.0 }).collect())
-                    .collect(),
-            }
+            gpuq_sim::spot::window_env(&t, start, len, 1.0)
         })
         .collect()
 }

@@ -208,6 +208,30 @@ fn window_starts(
     Ok(starts)
 }
 
+/// The window of `traces` from row `start`, `len` rows long, every move
+/// between two zones costing `move_usd`.
+pub fn window_env(traces: &format::Traces, start: usize, len: usize, move_usd: f64) -> SpotEnv {
+    let n = traces.zones.len();
+    SpotEnv {
+        tick_s: traces.tick_s,
+        regions: (0..n)
+            .map(|i| SpotRegion {
+                name: traces.zones[i].clone(),
+                available: traces.available[i][start..start + len].to_vec(),
+                price_per_h: traces.prices[i][start..start + len].to_vec(),
+                on_demand_per_h: traces.on_demand_per_h[i],
+            })
+            .collect(),
+        transfer_usd: (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| if i == j { 0.0 } else { move_usd })
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
 /// Runs every policy of the comparison on every window of `setting`.
 pub fn evaluate(dir: &Path, setting: &SpotSetting) -> Result<SpotReport, SpotError> {
     let only = (!setting.zones.is_empty()).then_some(setting.zones.as_slice());
@@ -238,24 +262,7 @@ pub fn evaluate(dir: &Path, setting: &SpotSetting) -> Result<SpotReport, SpotErr
     let move_usd = setting.checkpoint_gb * setting.transfer_per_gb;
     let envs: Vec<SpotEnv> = starts
         .iter()
-        .map(|&start| SpotEnv {
-            tick_s,
-            regions: (0..n)
-                .map(|i| SpotRegion {
-                    name: traces.zones[i].clone(),
-                    available: traces.available[i][start..start + t_len].to_vec(),
-                    price_per_h: traces.prices[i][start..start + t_len].to_vec(),
-                    on_demand_per_h: traces.on_demand_per_h[i],
-                })
-                .collect(),
-            transfer_usd: (0..n)
-                .map(|i| {
-                    (0..n)
-                        .map(|j| if i == j { 0.0 } else { move_usd })
-                        .collect()
-                })
-                .collect(),
-        })
+        .map(|&start| window_env(&traces, start, t_len, move_usd))
         .collect();
     for e in &envs {
         e.validate()?;
