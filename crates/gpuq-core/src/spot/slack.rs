@@ -142,6 +142,15 @@ struct Plan {
     restarts: f64,
 }
 
+impl Plan {
+    /// The cost weighed against on-demand: without the restarts it expects,
+    /// since on-demand stays the way out once they come (and a zone's first
+    /// up-run is priced from the prior alone).
+    fn against_on_demand(&self) -> f64 {
+        self.cost - self.restarts
+    }
+}
+
 impl SlackAware {
     fn observe(&mut self, v: &SpotView<'_>) {
         if self.seen.len() != v.regions() || v.tick == 0 {
@@ -265,7 +274,6 @@ impl SpotPolicy for SlackAware {
 
     fn decide(&mut self, v: &SpotView<'_>) -> Instance {
         self.observe(v);
-
         let tick_h = v.tick_s() / 3600.0;
         let rem_h = v.remaining_s / 3600.0;
         let d_h = v.restart_s() / 3600.0;
@@ -305,13 +313,17 @@ impl SpotPolicy for SlackAware {
                 // transfer (the guarantee allows it only while the slack can
                 // absorb its loss: another restart back on-demand).
                 let od = v.on_demand_per_h(r);
-                let gain = |s: usize| (od - self.seen[s].price) * self.stay_h(v, s, r).min(rem_h);
-                let pay = |s: usize| d_h * (v.price(s) + od) + v.transfer_usd(r, s);
+                // Each zone up: its saving over the stay, less the round trip.
                 let best = (0..n)
                     .filter(|&s| v.available(s))
-                    .max_by(|&a, &b| (gain(a) - pay(a)).total_cmp(&(gain(b) - pay(b))));
+                    .map(|s| {
+                        let gain = (od - self.seen[s].price) * self.stay_h(v, s, r).min(rem_h);
+                        let pay = d_h * (v.price(s) + od) + v.transfer_usd(r, s);
+                        (s, gain - pay)
+                    })
+                    .max_by(|a, b| a.1.total_cmp(&b.1));
                 match best {
-                    Some(s) if gain(s) > pay(s) && v.allows(Instance::Spot(s)) => Instance::Spot(s),
+                    Some((s, net)) if net > 0.0 && v.allows(Instance::Spot(s)) => Instance::Spot(s),
                     _ => v.current,
                 }
             }
@@ -327,10 +339,7 @@ impl SpotPolicy for SlackAware {
                 let Some(b) = best_any else {
                     return Instance::OnDemand(od_region);
                 };
-                // Against on-demand a plan is priced without the restarts it
-                // expects: on-demand stays the way out once they come (and
-                // a zone's first up-run is priced from the prior alone).
-                if od_cost < plans[b].cost - plans[b].restarts {
+                if od_cost < plans[b].against_on_demand() {
                     return Instance::OnDemand(od_region);
                 }
                 if !v.available(b) {
@@ -344,7 +353,7 @@ impl SpotPolicy for SlackAware {
                         return Instance::None;
                     };
                     if behind {
-                        return if plans[u].cost - plans[u].restarts < od_cost {
+                        return if plans[u].against_on_demand() < od_cost {
                             Instance::Spot(u)
                         } else {
                             Instance::OnDemand(od_region)
@@ -370,7 +379,7 @@ impl SpotPolicy for SlackAware {
                         * wait_h.min(rem_h)
                         + there
                         + back;
-                    return if wait_usd > detour_usd && plans[u].cost - plans[u].restarts < od_cost {
+                    return if wait_usd > detour_usd && plans[u].against_on_demand() < od_cost {
                         Instance::Spot(u)
                     } else {
                         Instance::None
