@@ -32,6 +32,11 @@ def gen(out, seed, tick, hours, zones):
             rows.append(f"{1700000000+i*tick},{int(a)},{p:.4f}\n")
         with open(f"{out}/{z['name']}.csv","w") as f:
             f.write("time,available,spot_per_hour\n"); f.writelines(rows)
+USAGE = "usage: spot_synthetic.py a|b|c|rSEED [OUT_BASE]  (SEED: a whole number, e.g. r11)"
+if len(sys.argv) < 2 or not (sys.argv[1] in ("a", "b", "c")
+                             or (sys.argv[1][:1] == "r" and sys.argv[1][1:].isdigit())):
+    print(f"{USAGE}; got: {' '.join(sys.argv[1:]) or 'nothing'}", file=sys.stderr)
+    sys.exit(2)
 which = sys.argv[1]
 base = sys.argv[2] if len(sys.argv) > 2 else "/tmp/spot20"
 if which == "a":   # 10-min ticks, 6 zones, cheap zone with long outages, pricey always-up

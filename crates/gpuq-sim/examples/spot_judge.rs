@@ -1,7 +1,9 @@
 //! Judges the slack-aware policy (or greedy, `V=greedy`) window by window on
 //! many data directories in the spot format, at deadline ratios 1.2, 1.5 and
 //! 2.0, against the exact optimum of every window (cached under
-//! /tmp/spot-optima: the optima are the slow part, minutes per directory).
+//! /tmp/spot-optima by directory name, work, ratio and windows: the optima
+//! are the slow part, minutes per directory; delete the cache when the data
+//! of a directory change).
 //!
 //!   cargo run --release -p gpuq-sim --example spot_judge -- DIR@WORK_H ...
 //!   (W=windows per ratio, default 20)
@@ -20,10 +22,22 @@ macro_rules! say {
     }};
 }
 
+/// Bad input: the reason on stderr and exit status 2.
+fn refuse(why: String) -> ! {
+    let _ = writeln!(std::io::stderr(), "spot_judge: {why}");
+    std::process::exit(2)
+}
+
 fn windows_of(dir: &str, job: &Job, windows: usize) -> Vec<SpotEnv> {
-    let t = format::load(Path::new(dir), None).expect("readable spot data");
+    let t = format::load(Path::new(dir), None).unwrap_or_else(|e| refuse(e.to_string()));
     let len = (job.deadline_h * 3600.0 / t.tick_s + 1e-9).floor() as usize;
-    let last = t.rows() - len;
+    let Some(last) = t.rows().checked_sub(len).filter(|_| len > 0) else {
+        refuse(format!(
+            "{dir}: {} rows, a deadline of {} h needs {len} (and at least one)",
+            t.rows(),
+            job.deadline_h
+        ))
+    };
     (0..windows)
         .map(|i| {
             let start = ((i as f64 * last as f64) / (windows - 1) as f64).round() as usize;
@@ -46,7 +60,8 @@ fn optima(envs: &[SpotEnv], job: &Job, cache: &str) -> Vec<f64> {
             s.spawn(|| loop {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(e) = envs.get(k) else { break };
-                *res[k].lock().unwrap() = offline_optimum(e, job).unwrap().cost;
+                let cost = offline_optimum(e, job).map(|o| o.cost);
+                *res[k].lock().unwrap() = cost.unwrap_or_else(|e| refuse(e.to_string()));
             });
         }
     });
@@ -60,15 +75,25 @@ fn optima(envs: &[SpotEnv], job: &Job, cache: &str) -> Vec<f64> {
 }
 
 fn main() {
-    let windows: usize = std::env::var("W")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let windows: usize = match std::env::var("W") {
+        Err(_) => 20,
+        Ok(w) => match w.parse() {
+            Ok(n) if n >= 2 => n,
+            _ => refuse(format!("W={w}: expected a number of windows >= 2")),
+        },
+    };
     let greedy = std::env::var("V").is_ok_and(|v| v == "greedy");
     let (mut worst_all, mut overs, mut means) = (0.0f64, 0, Vec::new());
     for spec in std::env::args().skip(1) {
-        let (dir, work) = spec.split_once('@').expect("DIR@WORK_H");
-        let work_h: f64 = work.parse().expect("work hours");
+        let Some((dir, work)) = spec.split_once('@') else {
+            refuse(format!(
+                "{spec}: expected DIR@WORK_H, e.g. /tmp/spot20/synA@40"
+            ))
+        };
+        let work_h: f64 = match work.parse() {
+            Ok(h) if h > 0.0 && f64::is_finite(h) => h,
+            _ => refuse(format!("{spec}: WORK_H must be hours > 0, e.g. 40")),
+        };
         let name = dir.trim_end_matches('/').rsplit('/').next().unwrap_or(dir);
         for ratio in [1.2, 1.5, 2.0] {
             let job = Job {
