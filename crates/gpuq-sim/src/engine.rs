@@ -10,8 +10,11 @@ use gpuq_core::{
     schedule, Decision, DependencyState, JobId, Millis, Node, PendingJob, RunningJob, ScheduleInput,
 };
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
+
+mod queue;
+use queue::{Key, Queue};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyName {
@@ -139,27 +142,19 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
     let kinds = NodeKinds::of(&nodes);
     // Whether jobs of a size can ever be placed (the core fails the others): by size, once.
     let mut placeable: HashMap<u32, bool> = HashMap::new();
-    let users: Vec<Arc<str>> = {
-        let mut names: HashMap<&str, Arc<str>> = HashMap::new();
-        trace
-            .iter()
-            .map(|j| {
-                names
-                    .entry(&j.user)
-                    .or_insert_with(|| Arc::from(j.user.as_str()))
-                    .clone()
-            })
-            .collect()
-    };
+    // Users by number (each job's user index), and each user's name once.
+    let (user_of, user_names) = number_users(trace);
     let ms = |s: f64| (s * 1000.0).round() as Millis;
     let mut outcomes: Vec<Option<Outcome>> = vec![None; trace.len()];
-    let mut active: HashMap<JobId, Active> = HashMap::new();
+    // Per job, numbered like the trace: submitted and not finished.
+    let mut active: Vec<Option<Active>> = (0..trace.len()).map(|_| None).collect();
     // Waiting jobs in the policy's order.
-    let mut queue: BTreeMap<(i64, Millis, JobId), PendingJob> = BTreeMap::new();
-    // The same keys per user (gpuq's fair-share order merges users' queues).
-    let mut by_user: HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>> = HashMap::new();
+    let mut queue = Queue::new(trace.len(), user_names.len());
     let mut running = RunningSet::default();
     let mut ends: BinaryHeap<Reverse<(Millis, JobId)>> = BinaryHeap::new();
+    // Tiresias: when each running job crosses its queue's threshold (time,
+    // job, the run's start: an entry of an earlier run is stale).
+    let mut crossings: BinaryHeap<Reverse<(Millis, JobId, Millis)>> = BinaryHeap::new();
     // Tiresias: when each preempted job is due for promotion (time, job, its
     // preemption count then: a later preemption makes the entry stale).
     let mut promotions: BinaryHeap<Reverse<(Millis, JobId, u32)>> = BinaryHeap::new();
@@ -168,8 +163,11 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         strict_order: opts.policy == PolicyName::Fifo,
         ..Default::default()
     };
-    // Fair share: usage decayed to a fixed origin, as the daemon's ledger does.
-    let mut usage: HashMap<Arc<str>, f64> = HashMap::new();
+    // Fair share: usage decayed to a fixed origin, as the daemon's ledger does
+    // (`None`: the user has finished nothing yet).
+    let mut usage: Vec<Option<f64>> = vec![None; user_names.len()];
+    // Each user's standing in this pass (empty until someone has usage).
+    let mut standing: Vec<f64> = Vec::new();
     let decay = |t: Millis| 2f64.powf(t as f64 / 1000.0 / opts.half_life_s);
     let mut allocation = Vec::new();
     let mut next_sample: Millis = 0;
@@ -178,40 +176,41 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
     let mut next_arrival = 0usize;
     let mut last_now: Millis = Millis::MIN;
     let no_deps = |_: JobId| DependencyState::Succeeded;
-    let key_of =
-        |id: JobId, policy: PolicyName, submit: Millis, attained: f64| -> (i64, Millis, JobId) {
-            match policy {
-                PolicyName::SjfOracle => (ms(trace[id as usize].duration_s), submit, id),
-                PolicyName::Tiresias => (
-                    las::queue_of(attained, &TIRESIAS_THRESHOLDS) as i64,
-                    submit,
-                    id,
-                ),
-                _ => (-(trace[id as usize].priority as i64), submit, id),
-            }
-        };
+    let key_of = |id: JobId, attained: f64| -> Key {
+        let submit = ms(trace[id as usize].submit_s);
+        match opts.policy {
+            PolicyName::SjfOracle => (ms(trace[id as usize].duration_s), submit, id),
+            PolicyName::Tiresias => (
+                las::queue_of(attained, &TIRESIAS_THRESHOLDS) as i64,
+                submit,
+                id,
+            ),
+            _ => (-(trace[id as usize].priority as i64), submit, id),
+        }
+    };
+    // Tiresias re-ranks when a running job crosses its queue's threshold.
+    let crossing_of = |id: JobId, a: &Active| -> Option<Millis> {
+        let gpus = trace[id as usize].gpus.max(1) as f64;
+        let q = las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS);
+        let threshold = *TIRESIAS_THRESHOLDS.get(q)?;
+        Some(a.run_start? + ms((threshold - a.attained_gpu_s) / gpus))
+    };
 
     loop {
         let arrival = trace.get(next_arrival).map(|j| ms(j.submit_s));
         let end = ends.peek().map(|Reverse((t, _))| *t);
-        // Tiresias re-ranks when a running job crosses a queue threshold.
-        let crossing = if opts.policy == PolicyName::Tiresias {
-            running
-                .ids()
-                .filter_map(|id| {
-                    let a = &active[&id];
-                    let gpus = trace[id as usize].gpus.max(1) as f64;
-                    let q = las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS);
-                    let threshold = *TIRESIAS_THRESHOLDS.get(q)?;
-                    let since = a.run_start?;
-                    Some(since + ms((threshold - a.attained_gpu_s) / gpus))
-                })
-                // A crossing already handled is in the past: only later ones are events.
-                .filter(|t| *t > last_now)
-                .min()
-        } else {
-            None
-        };
+        // A crossing already handled is in the past, and one of a run that
+        // ended is stale: only later ones of current runs are events.
+        while let Some(Reverse((t, id, since))) = crossings.peek().copied() {
+            let current = active[id as usize]
+                .as_ref()
+                .is_some_and(|a| a.run_start == Some(since));
+            if t > last_now && current {
+                break;
+            }
+            crossings.pop();
+        }
+        let crossing = crossings.peek().map(|Reverse((t, _, _))| *t);
         let promote = promotions.peek().map(|Reverse((t, _, _))| *t);
         let Some(now) = [arrival, end, crossing, promote]
             .into_iter()
@@ -229,24 +228,17 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 break;
             }
             promotions.pop();
-            let Some(a) = active.get_mut(&id) else {
+            let Some(a) = active[id as usize].as_mut() else {
                 continue;
             };
             if a.run_start.is_some() || a.preemptions != n {
                 continue;
             }
-            let submit = ms(trace[id as usize].submit_s);
-            let old = key_of(id, opts.policy, submit, a.attained_gpu_s);
+            let old = key_of(id, a.attained_gpu_s);
             a.attained_gpu_s = 0.0;
-            let new = key_of(id, opts.policy, submit, 0.0);
+            let new = key_of(id, 0.0);
             if old != new {
-                if let Some(p) = queue.remove(&old) {
-                    queue.insert(new, p);
-                }
-                if let Some(keys) = by_user.get_mut(&users[id as usize]) {
-                    keys.remove(&old);
-                    keys.insert(new);
-                }
+                queue.rekey(old, new, user_of[id as usize]);
                 promoted = true;
             }
         }
@@ -261,17 +253,19 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             }
             ends.pop();
             // A stale end (the job was preempted since) is skipped.
-            if running.get(id).is_none()
-                || active[&id].run_start.map(|s| s + active[&id].remaining_ms) != Some(t)
-            {
+            let ends_now = active[id as usize]
+                .as_ref()
+                .and_then(|a| a.run_start.map(|s| s + a.remaining_ms))
+                == Some(t);
+            if !ends_now {
                 continue;
             }
             let r = running.remove(id).expect("running");
             allocated -= r.placement.gpu_count();
-            let a = active.remove(&id).expect("active");
+            let a = active[id as usize].take().expect("active");
             let j = &trace[id as usize];
             let used = j.gpus as f64 * (t - a.run_start.unwrap_or(t)) as f64 / 1000.0;
-            *usage.entry(users[id as usize].clone()).or_default() += used * decay(t);
+            *usage[user_of[id as usize]].get_or_insert(0.0) += used * decay(t);
             outcomes[id as usize] = Some(Outcome {
                 submit: ms(j.submit_s),
                 first_start: a.first_start.unwrap_or(t),
@@ -292,33 +286,25 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             let id = next_arrival as JobId;
             next_arrival += 1;
             let submit = ms(j.submit_s);
-            let pending = pending_of(id, j, &users, submit);
+            let pending = pending_of(id, j, &user_names[user_of[id as usize]], submit);
             let fits = *placeable
                 .entry(j.gpus)
                 .or_insert_with(|| can_ever_place(&pending, &nodes));
             if !fits {
                 continue; // never fits the cluster: left out of the figures (counted apart)
             }
-            active.insert(
-                id,
-                Active {
-                    remaining_ms: ms(j.duration_s).max(1),
-                    run_start: None,
-                    attained_gpu_s: 0.0,
-                    first_start: None,
-                    preemptions: 0,
-                    nodes: 0,
-                    waiting_since: Some(submit),
-                    waited_ms: 0,
-                    last_run_ms: 0,
-                },
-            );
-            let key = key_of(id, opts.policy, submit, 0.0);
-            by_user
-                .entry(users[id as usize].clone())
-                .or_default()
-                .insert(key);
-            queue.insert(key, pending);
+            active[id as usize] = Some(Active {
+                remaining_ms: ms(j.duration_s).max(1),
+                run_start: None,
+                attained_gpu_s: 0.0,
+                first_start: None,
+                preemptions: 0,
+                nodes: 0,
+                waiting_since: Some(submit),
+                waited_ms: 0,
+                last_run_ms: 0,
+            });
+            queue.insert(key_of(id, 0.0), user_of[id as usize], pending);
             arrived = true;
         }
         if opts.policy == PolicyName::Tiresias
@@ -326,19 +312,17 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 || ((crossing == Some(now) || arrived || freed)
                     && las_may_preempt(now, trace, &active, &running, &queue, opts)))
         {
-            preempt_for_las(
+            let mut las = Las {
                 now,
                 trace,
-                &mut active,
-                &mut running,
-                &mut queue,
-                &mut by_user,
-                &mut allocated,
                 opts,
-                &users,
-                key_of,
-                &mut promotions,
-            );
+                active: &mut active,
+                running: &mut running,
+                queue: &mut queue,
+                allocated: &mut allocated,
+                promotions: &mut promotions,
+            };
+            las.preempt(&user_of, &user_names, key_of);
         }
         if allocated >= total_gpus && !freed && !promoted {
             continue; // nothing can start: skip the pass
@@ -346,12 +330,18 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         if queue.is_empty() {
             continue;
         }
-        if opts.policy == PolicyName::Gpuq {
+        if opts.policy == PolicyName::Gpuq && usage.iter().any(Option::is_some) {
             let now_decay = decay(now);
-            policy.standing = usage
-                .iter()
-                .map(|(u, v)| (u.clone(), v / now_decay))
-                .collect();
+            standing.clear();
+            standing.extend(usage.iter().map(|u| u.unwrap_or(0.0) / now_decay));
+            policy.standing.clear();
+            for (u, used) in usage.iter().enumerate() {
+                if let Some(used) = used {
+                    policy
+                        .standing
+                        .insert(user_names[u].clone(), used / now_decay);
+                }
+            }
         }
         let input = ScheduleInput {
             now,
@@ -363,11 +353,11 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         };
         passes += 1;
         let decisions = if opts.full_passes {
-            schedule(&input, queue.values())
+            schedule(&input, queue.in_order())
         } else {
             schedule_with_kinds(
                 &input,
-                candidates(&queue, &by_user, &policy, total_gpus - allocated, |id| {
+                queue.candidates(&policy, &standing, total_gpus - allocated, |id| {
                     trace[id as usize].gpus
                 }),
                 &kinds,
@@ -377,17 +367,9 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             let Decision::Start { job, placement } = d else {
                 continue;
             };
-            let a = active.get_mut(&job).expect("active");
-            let key = key_of(
-                job,
-                opts.policy,
-                ms(trace[job as usize].submit_s),
-                a.attained_gpu_s,
-            );
-            let p = queue.remove(&key).expect("queued");
-            if let Some(keys) = by_user.get_mut(&p.user) {
-                keys.remove(&key);
-            }
+            let a = active[job as usize].as_mut().expect("active");
+            let key = key_of(job, a.attained_gpu_s);
+            let p = queue.remove(key, user_of[job as usize]).expect("queued");
             a.run_start = Some(now);
             a.first_start.get_or_insert(now);
             if let Some(w) = a.waiting_since.take() {
@@ -396,6 +378,11 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             a.nodes = a.nodes.max(placement.0.len() as u32);
             allocated += placement.gpu_count();
             ends.push(Reverse((now + a.remaining_ms, job)));
+            if opts.policy == PolicyName::Tiresias {
+                if let Some(t) = crossing_of(job, a) {
+                    crossings.push(Reverse((t, job, now)));
+                }
+            }
             running.insert(RunningJob {
                 id: job,
                 user: p.user,
@@ -417,95 +404,26 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
     }
 }
 
-/// The waiting jobs a pass needs to see, in the policy's order: those that fit
-/// the free GPUs by count, up to twice the free GPUs plus 16 of them (each start
-/// takes at least one GPU; the margin covers jobs that fit by count but not on
-/// one node, or not on whole nodes of one kind), and the first that does not
-/// fit (it holds the backfill reservation). Strict FIFO needs only the prefix up to the first blocked job.
-/// The jobs left out cannot start in this pass, so the decisions are the
-/// core's on the whole queue, at a fraction of the cost on deep queues.
-fn candidates<'q>(
-    queue: &'q BTreeMap<(i64, Millis, JobId), PendingJob>,
-    by_user: &HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>>,
-    policy: &Policy,
-    free: u32,
-    gpus_of: impl Fn(JobId) -> u32,
-) -> Vec<&'q PendingJob> {
-    let limit = 2 * free as usize + 16;
-    // Keys, not jobs: most keys walked are of jobs too big for the free GPUs,
-    // skipped on their size alone without looking the job up.
-    type Key = (i64, Millis, JobId);
-    let ordered: Box<dyn Iterator<Item = Key> + '_> = if policy.standing.is_empty() {
-        Box::new(queue.keys().copied())
-    } else {
-        // gpuq's order: priority class, then lower fair-share standing, then submit
-        // order (the core's `fair_share_order`). Each user's run of the queue is
-        // already in (class, submit) order and a user's standing is one number, so a
-        // k-way merge of the runs yields the same order without sorting the queue.
-        let standing = |u: &str| {
-            policy
-                .standing
-                .get(u)
-                .copied()
-                .unwrap_or(0.0)
-                .max(0.0)
-                .to_bits()
-        };
-        let mut runs: Vec<_> = by_user
-            .iter()
-            .map(|(u, keys)| (standing(u), keys.iter()))
-            .collect();
-        let mut heap = BinaryHeap::new();
-        for (i, (st, it)) in runs.iter_mut().enumerate() {
-            if let Some(k) = it.next() {
-                heap.push(Reverse((k.0, *st, k.1, k.2, i)));
-            }
-        }
-        Box::new(std::iter::from_fn(move || {
-            let Reverse((class, st, submit, id, i)) = heap.pop()?;
-            if let Some(k) = runs[i].1.next() {
-                heap.push(Reverse((k.0, st, k.1, k.2, i)));
-            }
-            Some((class, submit, id))
-        }))
-    };
-    let mut out = Vec::new();
-    let mut fitting = 0usize;
-    let mut big_seen = false;
-    let mut used = 0u32;
-    for key in ordered {
-        let gpus = gpus_of(key.2);
-        // A placement holds at least the GPUs asked for (whole nodes may round up).
-        if gpus <= free {
-            // Jobs after this point come after every job passed: no reservation
-            // made for a later big job could change what these do.
-            if fitting >= limit {
-                break;
-            }
-            fitting += 1;
-            used = used.saturating_add(gpus);
-            out.push(&queue[&key]);
-            if policy.strict_order && used > free {
-                break;
-            }
-        } else if !big_seen {
-            big_seen = true;
-            out.push(&queue[&key]);
-            if policy.strict_order {
-                break;
-            }
-        }
-        if fitting >= limit && big_seen {
-            break;
-        }
-    }
-    out
+/// Each job's user as a number, and the users' names (each once).
+fn number_users(trace: &[TraceJob]) -> (Vec<usize>, Vec<Arc<str>>) {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut names: Vec<Arc<str>> = Vec::new();
+    let of = trace
+        .iter()
+        .map(|j| {
+            *index.entry(&j.user).or_insert_with(|| {
+                names.push(Arc::from(j.user.as_str()));
+                names.len() - 1
+            })
+        })
+        .collect();
+    (of, names)
 }
 
-fn pending_of(id: JobId, j: &TraceJob, users: &[Arc<str>], submit: Millis) -> PendingJob {
+fn pending_of(id: JobId, j: &TraceJob, user: &Arc<str>, submit: Millis) -> PendingJob {
     PendingJob {
         id,
-        user: users[id as usize].clone(),
+        user: user.clone(),
         project: None,
         priority: j.priority,
         submitted_at: submit,
@@ -527,17 +445,17 @@ fn pending_of(id: JobId, j: &TraceJob, users: &[Arc<str>], submit: Millis) -> Pe
 fn las_may_preempt(
     now: Millis,
     trace: &[TraceJob],
-    active: &HashMap<JobId, Active>,
+    active: &[Option<Active>],
     running: &RunningSet,
-    queue: &BTreeMap<(i64, Millis, JobId), PendingJob>,
+    queue: &Queue,
     opts: &SimOptions,
 ) -> bool {
-    let Some(((best_waiting, _, _), _)) = queue.first_key_value() else {
+    let Some(&(best_waiting, _, _)) = queue.first() else {
         return false;
     };
     let quantum = (opts.las_quantum_s * 1000.0).round() as Millis;
     running.ids().any(|id| {
-        let a = &active[&id];
+        let a = active[id as usize].as_ref().expect("running is active");
         if a.run_start.is_some_and(|s| now - s < quantum) {
             return false; // within its service quantum
         }
@@ -545,86 +463,96 @@ fn las_may_preempt(
         let attained = a.attained_gpu_s
             + a.run_start
                 .map_or(0.0, |s| gpus * (now - s) as f64 / 1000.0);
-        las::queue_of(attained, &TIRESIAS_THRESHOLDS) as i64 > *best_waiting
+        las::queue_of(attained, &TIRESIAS_THRESHOLDS) as i64 > best_waiting
     })
 }
 
-/// Tiresias: running jobs that 2D-LAS no longer keeps are preempted (their run so
-/// far counts as attained service; the restart penalty is added to their work).
-#[allow(clippy::too_many_arguments)]
-fn preempt_for_las(
+/// What Tiresias's preemption changes at one instant.
+struct Las<'a> {
     now: Millis,
-    trace: &[TraceJob],
-    active: &mut HashMap<JobId, Active>,
-    running: &mut RunningSet,
-    queue: &mut BTreeMap<(i64, Millis, JobId), PendingJob>,
-    by_user: &mut HashMap<Arc<str>, BTreeSet<(i64, Millis, JobId)>>,
-    allocated: &mut u32,
-    opts: &SimOptions,
-    users: &[Arc<str>],
-    key_of: impl Fn(JobId, PolicyName, Millis, f64) -> (i64, Millis, JobId),
-    promotions: &mut BinaryHeap<Reverse<(Millis, JobId, u32)>>,
-) {
-    let ms = |s: f64| (s * 1000.0).round() as Millis;
-    let quantum = ms(opts.las_quantum_s);
-    // Bring running jobs' attained service up to now.
-    let attained = |id: &JobId, a: &Active| {
-        let gpus = trace[*id as usize].gpus as f64;
-        a.attained_gpu_s
-            + a.run_start
-                .map_or(0.0, |s| gpus * (now - s) as f64 / 1000.0)
-    };
-    // Only the running jobs and the head of the waiting queue (already in 2D-LAS
-    // order) can be among the first `capacity` GPUs' worth: the rest need not be ranked.
-    // GPUs by count, the cluster's shape aside: a kept job may still find no room
-    // (fragmentation, or no whole nodes of one kind for a multi-node job).
-    let capacity = opts.cluster.total_gpus();
-    let job = |id: JobId, gpus: u32| LasJob {
-        id,
-        gpus,
-        attained_gpu_seconds: attained(&id, &active[&id]),
-        submitted_at: ms(trace[id as usize].submit_s),
-        protected: active[&id].run_start.is_some_and(|s| now - s < quantum),
-    };
-    // A running job counts the GPUs it holds (whole nodes may round up), a waiting one what it asks.
-    let jobs: Vec<LasJob> = running
-        .as_slice()
-        .iter()
-        .map(|r| job(r.id, r.placement.gpu_count()))
-        .chain(
-            queue
-                .values()
-                .take(capacity as usize)
-                .map(|p| job(p.id, p.gpus)),
-        )
-        .collect();
-    let keep: std::collections::HashSet<JobId> = las::keep(&jobs, capacity, &TIRESIAS_THRESHOLDS)
-        .into_iter()
-        .collect();
-    let victims: Vec<JobId> = running.ids().filter(|id| !keep.contains(id)).collect();
-    // Re-key waiting jobs whose queue changed is unnecessary: waiting jobs attain nothing.
-    for id in victims {
-        let r = running.remove(id).expect("running");
-        *allocated -= r.placement.gpu_count();
-        let a = active.get_mut(&id).expect("active");
-        let start = a.run_start.take().expect("running has a start");
-        let ran = now - start;
-        a.attained_gpu_s += trace[id as usize].gpus as f64 * ran as f64 / 1000.0;
-        a.remaining_ms = (a.remaining_ms - ran).max(1) + ms(opts.restart_penalty_s);
-        a.preemptions += 1;
-        a.waiting_since = Some(now);
-        a.last_run_ms = ran;
-        if opts.las_promote_knob > 0.0 {
-            let due = now + (opts.las_promote_knob * ran as f64).round() as Millis;
-            promotions.push(Reverse((due.max(now + 1), id, a.preemptions)));
+    trace: &'a [TraceJob],
+    opts: &'a SimOptions,
+    active: &'a mut [Option<Active>],
+    running: &'a mut RunningSet,
+    queue: &'a mut Queue,
+    allocated: &'a mut u32,
+    promotions: &'a mut BinaryHeap<Reverse<(Millis, JobId, u32)>>,
+}
+
+impl Las<'_> {
+    /// Running jobs that 2D-LAS no longer keeps are preempted (their run so
+    /// far counts as attained service; the restart penalty is added to their work).
+    fn preempt(
+        &mut self,
+        user_of: &[usize],
+        user_names: &[Arc<str>],
+        key_of: impl Fn(JobId, f64) -> Key,
+    ) {
+        let now = self.now;
+        let trace = self.trace;
+        let ms = |s: f64| (s * 1000.0).round() as Millis;
+        let quantum = ms(self.opts.las_quantum_s);
+        // Only the running jobs and the head of the waiting queue (already in 2D-LAS
+        // order) can be among the first `capacity` GPUs' worth: the rest need not be ranked.
+        // GPUs by count, the cluster's shape aside: a kept job may still find no room
+        // (fragmentation, or no whole nodes of one kind for a multi-node job).
+        let capacity = self.opts.cluster.total_gpus();
+        let active = &*self.active;
+        let job = |id: JobId, gpus: u32| {
+            let a = active[id as usize].as_ref().expect("competing is active");
+            let g = trace[id as usize].gpus as f64;
+            LasJob {
+                id,
+                gpus,
+                attained_gpu_seconds: a.attained_gpu_s
+                    + a.run_start.map_or(0.0, |s| g * (now - s) as f64 / 1000.0),
+                submitted_at: ms(trace[id as usize].submit_s),
+                protected: a.run_start.is_some_and(|s| now - s < quantum),
+            }
+        };
+        // A running job counts the GPUs it holds (whole nodes may round up), a waiting one what it asks.
+        let jobs: Vec<LasJob> = self
+            .running
+            .as_slice()
+            .iter()
+            .map(|r| job(r.id, r.placement.gpu_count()))
+            .chain(
+                self.queue
+                    .in_order()
+                    .take(capacity as usize)
+                    .map(|p| job(p.id, p.gpus)),
+            )
+            .collect();
+        let keep: std::collections::HashSet<JobId> =
+            las::keep(&jobs, capacity, &TIRESIAS_THRESHOLDS)
+                .into_iter()
+                .collect();
+        let victims: Vec<JobId> = self.running.ids().filter(|id| !keep.contains(id)).collect();
+        for id in victims {
+            let r = self.running.remove(id).expect("running");
+            *self.allocated -= r.placement.gpu_count();
+            let a = self.active[id as usize].as_mut().expect("active");
+            let start = a.run_start.take().expect("running has a start");
+            let ran = now - start;
+            a.attained_gpu_s += trace[id as usize].gpus as f64 * ran as f64 / 1000.0;
+            a.remaining_ms = (a.remaining_ms - ran).max(1) + ms(self.opts.restart_penalty_s);
+            a.preemptions += 1;
+            a.waiting_since = Some(now);
+            a.last_run_ms = ran;
+            if self.opts.las_promote_knob > 0.0 {
+                let due = now + (self.opts.las_promote_knob * ran as f64).round() as Millis;
+                self.promotions
+                    .push(Reverse((due.max(now + 1), id, a.preemptions)));
+            }
+            let submit = ms(trace[id as usize].submit_s);
+            let user = user_of[id as usize];
+            let key = key_of(id, a.attained_gpu_s);
+            self.queue.insert(
+                key,
+                user,
+                pending_of(id, &trace[id as usize], &user_names[user], submit),
+            );
         }
-        let submit = ms(trace[id as usize].submit_s);
-        let key = key_of(id, opts.policy, submit, a.attained_gpu_s);
-        by_user
-            .entry(users[id as usize].clone())
-            .or_default()
-            .insert(key);
-        queue.insert(key, pending_of(id, &trace[id as usize], users, submit));
     }
 }
 
@@ -641,10 +569,6 @@ impl RunningSet {
     }
     fn ids(&self) -> impl Iterator<Item = JobId> + '_ {
         self.jobs.iter().map(|r| r.id)
-    }
-    fn get(&self, id: JobId) -> Option<&RunningJob> {
-        let at = self.jobs.binary_search_by_key(&id, |r| r.id).ok()?;
-        Some(&self.jobs[at])
     }
     fn insert(&mut self, job: RunningJob) {
         match self.jobs.binary_search_by_key(&job.id, |r| r.id) {

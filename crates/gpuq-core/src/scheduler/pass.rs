@@ -409,10 +409,17 @@ fn fair_share_order<'p>(
     // Each job's standing looked up once (not twice per comparison), and no
     // sort at all when the caller already gives the order (the simulator
     // does): the same order as one stable sort by the comparator.
-    let mut keyed: Vec<(f64, &PendingJob)> = jobs
-        .into_iter()
-        .map(|j| (policy.standing_of(&j.user), j))
-        .collect();
+    // Callers hand a user's jobs in runs: one look-up per run, not per job.
+    let mut last: Option<(&Arc<str>, f64)> = None;
+    let mut keyed: Vec<(f64, &PendingJob)> = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        let standing = match last {
+            Some((user, standing)) if Arc::ptr_eq(user, &j.user) => standing,
+            _ => policy.standing_of(&j.user),
+        };
+        last = Some((&j.user, standing));
+        keyed.push((standing, j));
+    }
     let order = |a: &(f64, &PendingJob), b: &(f64, &PendingJob)| {
         b.1.priority
             .cmp(&a.1.priority)

@@ -84,11 +84,7 @@ pub(super) fn reserve(now: Millis, pool: &Pool<'_>, groups: &[NodeGroup]) -> Opt
         holders[w[0]..w[1]]
             .sort_by_key(|h| (h.ends_by.is_none(), h.ends_by.unwrap_or(Millis::MAX)));
     }
-    let on_node = |n: usize| {
-        let from = holders.partition_point(|h| h.node < n);
-        let to = holders.partition_point(|h| h.node <= n);
-        &holders[from..to]
-    };
+    let on_node = |n: usize| &holders[start_of[n]..start_of[n + 1]];
     // (start, (node, spare) of the chosen nodes, kind) of the best group so far.
     let mut best: Option<(Option<Millis>, Vec<NodeSpare>, Option<usize>)> = None;
     for group in groups {
