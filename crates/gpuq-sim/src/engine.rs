@@ -4,10 +4,11 @@
 
 use crate::cluster::Cluster;
 use crate::trace::TraceJob;
-use gpuq_core::scheduler::las::{self, LasJob, TIRESIAS_THRESHOLDS};
+use gpuq_core::scheduler::las::{self, TIRESIAS_THRESHOLDS};
 use gpuq_core::scheduler::{can_ever_place, schedule_with_kinds, NodeKinds, Policy};
 use gpuq_core::{
-    schedule, Decision, DependencyState, JobId, Millis, Node, PendingJob, RunningJob, ScheduleInput,
+    schedule, Decision, DependencyState, JobId, Millis, Node, PendingJob, Priority, RunningJob,
+    ScheduleInput,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -131,8 +132,6 @@ struct Active {
     /// Since when it waits (submit, or its last preemption); `None` while running.
     waiting_since: Option<Millis>,
     waited_ms: Millis,
-    /// Length of its last run before a preemption (PROMOTEKNOB).
-    last_run_ms: Millis,
 }
 
 pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
@@ -158,6 +157,10 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
     // Tiresias: when each preempted job is due for promotion (time, job, its
     // preemption count then: a later preemption makes the entry stale).
     let mut promotions: BinaryHeap<Reverse<(Millis, JobId, u32)>> = BinaryHeap::new();
+    // Tiresias: when each run's service quantum is over (time, job, the run's start).
+    let mut protections: BinaryHeap<Reverse<(Millis, JobId, Millis)>> = BinaryHeap::new();
+    let tiresias = opts.policy == PolicyName::Tiresias;
+    let quantum = ms(opts.las_quantum_s);
     let mut policy = Policy {
         default_user_max_gpus: opts.user_max_gpus,
         strict_order: opts.policy == PolicyName::Fifo,
@@ -199,20 +202,10 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
     loop {
         let arrival = trace.get(next_arrival).map(|j| ms(j.submit_s));
         let end = ends.peek().map(|Reverse((t, _))| *t);
-        // A crossing already handled is in the past, and one of a run that
-        // ended is stale: only later ones of current runs are events.
-        while let Some(Reverse((t, id, since))) = crossings.peek().copied() {
-            let current = active[id as usize]
-                .as_ref()
-                .is_some_and(|a| a.run_start == Some(since));
-            if t > last_now && current {
-                break;
-            }
-            crossings.pop();
-        }
-        let crossing = crossings.peek().map(|Reverse((t, _, _))| *t);
+        let crossing = first_current(&mut crossings, &active, last_now);
+        let unprotect = first_current(&mut protections, &active, last_now);
         let promote = promotions.peek().map(|Reverse((t, _, _))| *t);
-        let Some(now) = [arrival, end, crossing, promote]
+        let Some(now) = [arrival, end, crossing, unprotect, promote]
             .into_iter()
             .flatten()
             .min()
@@ -238,7 +231,7 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             a.attained_gpu_s = 0.0;
             let new = key_of(id, 0.0);
             if old != new {
-                queue.rekey(old, new, user_of[id as usize]);
+                queue.rekey(old, new, user_of[id as usize], las_class(0));
                 promoted = true;
             }
         }
@@ -286,7 +279,10 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             let id = next_arrival as JobId;
             next_arrival += 1;
             let submit = ms(j.submit_s);
-            let pending = pending_of(id, j, &user_names[user_of[id as usize]], submit);
+            let mut pending = pending_of(id, j, &user_names[user_of[id as usize]], submit);
+            if tiresias {
+                pending.priority = las_class(0);
+            }
             let fits = *placeable
                 .entry(j.gpus)
                 .or_insert_with(|| can_ever_place(&pending, &nodes));
@@ -302,29 +298,16 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 nodes: 0,
                 waiting_since: Some(submit),
                 waited_ms: 0,
-                last_run_ms: 0,
             });
             queue.insert(key_of(id, 0.0), user_of[id as usize], pending);
             arrived = true;
         }
-        if opts.policy == PolicyName::Tiresias
-            && (promoted
-                || ((crossing == Some(now) || arrived || freed)
-                    && las_may_preempt(now, trace, &active, &running, &queue, opts)))
-        {
-            let mut las = Las {
-                now,
-                trace,
-                opts,
-                active: &mut active,
-                running: &mut running,
-                queue: &mut queue,
-                allocated: &mut allocated,
-                promotions: &mut promotions,
-            };
-            las.preempt(&user_of, &user_names, key_of);
-        }
-        if allocated >= total_gpus && !freed && !promoted {
+        // Tiresias preempts: a pass is worth it on a full cluster when a
+        // waiting job outranks a running one past its quantum.
+        let may_preempt = tiresias
+            && (promoted || arrived || crossing == Some(now) || unprotect == Some(now))
+            && las_may_preempt(now, trace, &active, &running, &queue, quantum);
+        if allocated >= total_gpus && !freed && !promoted && !may_preempt {
             continue; // nothing can start: skip the pass
         }
         if queue.is_empty() {
@@ -343,57 +326,92 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 }
             }
         }
-        let input = ScheduleInput {
-            now,
-            nodes: &nodes,
-            running: running.as_slice(),
-            dependency: &no_deps,
-            drained: false,
-            policy: &policy,
-        };
-        passes += 1;
-        let decisions = if opts.full_passes {
-            schedule(&input, queue.in_order())
-        } else {
-            schedule_with_kinds(
-                &input,
-                queue.candidates(&policy, &standing, total_gpus - allocated, |id| {
-                    trace[id as usize].gpus
-                }),
-                &kinds,
-            )
-        };
-        for d in decisions {
-            let Decision::Start { job, placement } = d else {
-                continue;
-            };
-            let a = active[job as usize].as_mut().expect("active");
-            let key = key_of(job, a.attained_gpu_s);
-            let p = queue.remove(key, user_of[job as usize]).expect("queued");
-            a.run_start = Some(now);
-            a.first_start.get_or_insert(now);
-            if let Some(w) = a.waiting_since.take() {
-                a.waited_ms += now - w;
+        // Each preemption frees GPUs for a job of a higher class at this
+        // instant: pass again until one preempts nothing (bounded for safety).
+        for _ in 0..=2 * total_gpus + 16 {
+            if queue.is_empty() {
+                break;
             }
-            a.nodes = a.nodes.max(placement.0.len() as u32);
-            allocated += placement.gpu_count();
-            ends.push(Reverse((now + a.remaining_ms, job)));
-            if opts.policy == PolicyName::Tiresias {
-                if let Some(t) = crossing_of(job, a) {
-                    crossings.push(Reverse((t, job, now)));
+            if tiresias {
+                las_refresh(now, trace, &active, &mut running, quantum);
+            }
+            let input = ScheduleInput {
+                now,
+                nodes: &nodes,
+                running: running.as_slice(),
+                dependency: &no_deps,
+                drained: false,
+                policy: &policy,
+            };
+            passes += 1;
+            let decisions = if opts.full_passes {
+                schedule(&input, queue.in_order())
+            } else {
+                schedule_with_kinds(
+                    &input,
+                    queue.candidates(&policy, &standing, total_gpus - allocated, |id| {
+                        trace[id as usize].gpus
+                    }),
+                    &kinds,
+                )
+            };
+            let mut preempted = false;
+            for d in decisions {
+                match d {
+                    Decision::Start { job, placement } => {
+                        let a = active[job as usize].as_mut().expect("active");
+                        let key = key_of(job, a.attained_gpu_s);
+                        let p = queue.remove(key, user_of[job as usize]).expect("queued");
+                        a.run_start = Some(now);
+                        a.first_start.get_or_insert(now);
+                        if let Some(w) = a.waiting_since.take() {
+                            a.waited_ms += now - w;
+                        }
+                        a.nodes = a.nodes.max(placement.0.len() as u32);
+                        allocated += placement.gpu_count();
+                        ends.push(Reverse((now + a.remaining_ms, job)));
+                        if tiresias {
+                            if let Some(t) = crossing_of(job, a) {
+                                crossings.push(Reverse((t, job, now)));
+                            }
+                            if quantum > 0 {
+                                protections.push(Reverse((now + quantum, job, now)));
+                            }
+                        }
+                        running.insert(RunningJob {
+                            id: job,
+                            user: p.user,
+                            project: None,
+                            placement,
+                            ends_by: None,
+                            priority: p.priority,
+                            preemptible: false,
+                            stopping: false,
+                            group: None,
+                        });
+                    }
+                    Decision::Preempt { job, .. } => {
+                        let r = running.remove(job).expect("a victim runs");
+                        allocated -= r.placement.gpu_count();
+                        let a = active[job as usize].as_mut().expect("active");
+                        let due = a.preempt(now, trace[job as usize].gpus, opts);
+                        if let Some(due) = due {
+                            promotions.push(Reverse((due, job, a.preemptions)));
+                        }
+                        let user = user_of[job as usize];
+                        let j = &trace[job as usize];
+                        let mut p = pending_of(job, j, &user_names[user], ms(j.submit_s));
+                        p.priority =
+                            las_class(las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS));
+                        queue.insert(key_of(job, a.attained_gpu_s), user, p);
+                        preempted = true;
+                    }
+                    Decision::Fail { .. } => {} // never: unplaceable jobs are left out on arrival
                 }
             }
-            running.insert(RunningJob {
-                id: job,
-                user: p.user,
-                project: None,
-                placement,
-                ends_by: None,
-                priority: p.priority,
-                preemptible: false,
-                stopping: false,
-                group: None,
-            });
+            if !preempted {
+                break;
+            }
         }
     }
     Run {
@@ -440,119 +458,100 @@ fn pending_of(id: JobId, j: &TraceJob, user: &Arc<str>, submit: Millis) -> Pendi
     }
 }
 
-/// Preemption can only help when a waiting job ranks above a running one: the
-/// best waiting queue is better than the worst running job's (cheap to check).
+/// Tiresias's queues as the core's priority classes (the core preempts only
+/// for a strictly higher class): queue 0, the highest, is `High`.
+fn las_class(queue: usize) -> Priority {
+    const _: () = assert!(
+        TIRESIAS_THRESHOLDS.len() < 3,
+        "three classes hold three queues"
+    );
+    match queue {
+        0 => Priority::High,
+        1 => Priority::Normal,
+        _ => Priority::Low,
+    }
+}
+
+/// A running job's attained service (GPU-seconds) at `now`.
+fn attained_at(now: Millis, gpus: u32, a: &Active) -> f64 {
+    a.attained_gpu_s
+        + a.run_start
+            .map_or(0.0, |s| gpus as f64 * (now - s) as f64 / 1000.0)
+}
+
+/// The time of the first current event in a heap of (time, job, run start):
+/// entries already handled (at or before `last_now`) and entries of runs
+/// that have since ended are dropped.
+fn first_current(
+    heap: &mut BinaryHeap<Reverse<(Millis, JobId, Millis)>>,
+    active: &[Option<Active>],
+    last_now: Millis,
+) -> Option<Millis> {
+    while let Some(Reverse((t, id, since))) = heap.peek().copied() {
+        let current = active[id as usize]
+            .as_ref()
+            .is_some_and(|a| a.run_start == Some(since));
+        if t > last_now && current {
+            return Some(t);
+        }
+        heap.pop();
+    }
+    None
+}
+
+/// Preemption can only help when a waiting job's queue is better than that
+/// of a running job past its quantum (cheap to check).
 fn las_may_preempt(
     now: Millis,
     trace: &[TraceJob],
     active: &[Option<Active>],
     running: &RunningSet,
     queue: &Queue,
-    opts: &SimOptions,
+    quantum: Millis,
 ) -> bool {
     let Some(&(best_waiting, _, _)) = queue.first() else {
         return false;
     };
-    let quantum = (opts.las_quantum_s * 1000.0).round() as Millis;
     running.ids().any(|id| {
         let a = active[id as usize].as_ref().expect("running is active");
         if a.run_start.is_some_and(|s| now - s < quantum) {
             return false; // within its service quantum
         }
-        let gpus = trace[id as usize].gpus as f64;
-        let attained = a.attained_gpu_s
-            + a.run_start
-                .map_or(0.0, |s| gpus * (now - s) as f64 / 1000.0);
+        let attained = attained_at(now, trace[id as usize].gpus, a);
         las::queue_of(attained, &TIRESIAS_THRESHOLDS) as i64 > best_waiting
     })
 }
 
-/// What Tiresias's preemption changes at one instant.
-struct Las<'a> {
+/// Brings each running job's class (its queue at `now`) and whether it may
+/// be preempted (past its quantum) up to date for the core's preemption.
+fn las_refresh(
     now: Millis,
-    trace: &'a [TraceJob],
-    opts: &'a SimOptions,
-    active: &'a mut [Option<Active>],
-    running: &'a mut RunningSet,
-    queue: &'a mut Queue,
-    allocated: &'a mut u32,
-    promotions: &'a mut BinaryHeap<Reverse<(Millis, JobId, u32)>>,
+    trace: &[TraceJob],
+    active: &[Option<Active>],
+    running: &mut RunningSet,
+    quantum: Millis,
+) {
+    for r in running.jobs.iter_mut() {
+        let a = active[r.id as usize].as_ref().expect("running is active");
+        let attained = attained_at(now, trace[r.id as usize].gpus, a);
+        r.priority = las_class(las::queue_of(attained, &TIRESIAS_THRESHOLDS));
+        r.preemptible = a.run_start.is_none_or(|s| now - s >= quantum);
+    }
 }
 
-impl Las<'_> {
-    /// Running jobs that 2D-LAS no longer keeps are preempted (their run so
-    /// far counts as attained service; the restart penalty is added to their work).
-    fn preempt(
-        &mut self,
-        user_of: &[usize],
-        user_names: &[Arc<str>],
-        key_of: impl Fn(JobId, f64) -> Key,
-    ) {
-        let now = self.now;
-        let trace = self.trace;
-        let ms = |s: f64| (s * 1000.0).round() as Millis;
-        let quantum = ms(self.opts.las_quantum_s);
-        // Only the running jobs and the head of the waiting queue (already in 2D-LAS
-        // order) can be among the first `capacity` GPUs' worth: the rest need not be ranked.
-        // GPUs by count, the cluster's shape aside: a kept job may still find no room
-        // (fragmentation, or no whole nodes of one kind for a multi-node job).
-        let capacity = self.opts.cluster.total_gpus();
-        let active = &*self.active;
-        let job = |id: JobId, gpus: u32| {
-            let a = active[id as usize].as_ref().expect("competing is active");
-            let g = trace[id as usize].gpus as f64;
-            LasJob {
-                id,
-                gpus,
-                attained_gpu_seconds: a.attained_gpu_s
-                    + a.run_start.map_or(0.0, |s| g * (now - s) as f64 / 1000.0),
-                submitted_at: ms(trace[id as usize].submit_s),
-                protected: a.run_start.is_some_and(|s| now - s < quantum),
-            }
-        };
-        // A running job counts the GPUs it holds (whole nodes may round up), a waiting one what it asks.
-        let jobs: Vec<LasJob> = self
-            .running
-            .as_slice()
-            .iter()
-            .map(|r| job(r.id, r.placement.gpu_count()))
-            .chain(
-                self.queue
-                    .in_order()
-                    .take(capacity as usize)
-                    .map(|p| job(p.id, p.gpus)),
-            )
-            .collect();
-        let keep: std::collections::HashSet<JobId> =
-            las::keep(&jobs, capacity, &TIRESIAS_THRESHOLDS)
-                .into_iter()
-                .collect();
-        let victims: Vec<JobId> = self.running.ids().filter(|id| !keep.contains(id)).collect();
-        for id in victims {
-            let r = self.running.remove(id).expect("running");
-            *self.allocated -= r.placement.gpu_count();
-            let a = self.active[id as usize].as_mut().expect("active");
-            let start = a.run_start.take().expect("running has a start");
-            let ran = now - start;
-            a.attained_gpu_s += trace[id as usize].gpus as f64 * ran as f64 / 1000.0;
-            a.remaining_ms = (a.remaining_ms - ran).max(1) + ms(self.opts.restart_penalty_s);
-            a.preemptions += 1;
-            a.waiting_since = Some(now);
-            a.last_run_ms = ran;
-            if self.opts.las_promote_knob > 0.0 {
-                let due = now + (self.opts.las_promote_knob * ran as f64).round() as Millis;
-                self.promotions
-                    .push(Reverse((due.max(now + 1), id, a.preemptions)));
-            }
-            let submit = ms(trace[id as usize].submit_s);
-            let user = user_of[id as usize];
-            let key = key_of(id, a.attained_gpu_s);
-            self.queue.insert(
-                key,
-                user,
-                pending_of(id, &trace[id as usize], &user_names[user], submit),
-            );
-        }
+impl Active {
+    /// Stops the job's run at `now`: the run counts as attained service and
+    /// the restart penalty is added to its work. Returns when PROMOTEKNOB
+    /// promotes it if it still waits then.
+    fn preempt(&mut self, now: Millis, gpus: u32, opts: &SimOptions) -> Option<Millis> {
+        let start = self.run_start.take().expect("a victim has a start");
+        let ran = now - start;
+        self.attained_gpu_s += gpus as f64 * ran as f64 / 1000.0;
+        self.remaining_ms =
+            (self.remaining_ms - ran).max(1) + (opts.restart_penalty_s * 1000.0).round() as Millis;
+        self.preemptions += 1;
+        self.waiting_since = Some(now);
+        las::promotion_due(now, ran, opts.las_promote_knob)
     }
 }
 

@@ -214,8 +214,10 @@ fn tiresias_keeps_a_job_for_its_quantum_and_promotes_a_starved_one() {
     assert_eq!((a.preemptions, a.end / 1000), (0, 5000));
     assert_eq!(b.waited_ms, 1_700_000);
     // PROMOTEKNOB 0.5: the long job, preempted at 3,300 s after a run of
-    // 3,300 s, is back in the top queue at 4,950 s, ahead of the 10,000 s
-    // newcomer (which came later and has run past its quantum).
+    // 3,300 s, is back in the top queue at 4,950 s. The 10,000 s newcomer is
+    // in the top queue too then (1,650 GPU-seconds): no preemption within a
+    // queue. It drops to the second queue at 6,550 s (3,250 GPU-seconds),
+    // and the promoted job takes the GPU back at once.
     let two = "submit,duration,gpus,user\n0,5000,1,a\n3300,10000,1,b\n";
     let t = parse(two, "t").unwrap();
     let mut o = opts(PolicyName::Tiresias, 1, 1);
@@ -224,11 +226,41 @@ fn tiresias_keeps_a_job_for_its_quantum_and_promotes_a_starved_one() {
     let r = run(&t, &o);
     let (a, b) = (r.outcomes[0].unwrap(), r.outcomes[1].unwrap());
     assert_eq!(a.preemptions, 1);
-    assert_eq!(a.end / 1000, 4950 + 1700 + 30, "{a:?}");
-    assert_eq!(a.waited_ms, 1_650_000);
-    assert!(b.preemptions >= 1, "{b:?}");
+    assert_eq!(a.end / 1000, 6550 + 1700 + 30, "{a:?}");
+    assert_eq!(a.waited_ms, 3_250_000);
+    assert_eq!(b.preemptions, 1, "{b:?}");
+    assert_eq!(b.end / 1000, 8280 + 6750 + 30, "{b:?}");
     // Without promotion the long job waits for the whole newcomer.
     o.las_promote_knob = 0.0;
     let r = run(&t, &o);
     assert_eq!(r.outcomes[0].unwrap().end / 1000, 3300 + 10_000 + 1700 + 30);
+}
+
+#[test]
+fn tiresias_preempts_only_what_lets_the_newcomer_start() {
+    // Two nodes of 3 GPUs. Long 1-GPU jobs X (node 0) and Z (node 1) pass
+    // 3,250 GPU-seconds at 3,250 s; 2-GPU jobs P and Q fill both nodes at
+    // 3,300 s. A 2-GPU newcomer at 3,400 s outranks X and Z, and by GPU count
+    // their two GPUs would do, but no node would have two free: nothing is
+    // stopped. When P and Q fall to the second queue (1,625 s of 2 GPUs), one
+    // of them makes room on its node and is the only job stopped.
+    let trace = parse(
+        "submit,duration,gpus,user\n\
+         0,100000,1,x\n0,100,2,f\n0,100000,1,z\n\
+         3300,100000,2,p\n3300,100000,2,q\n3400,10,2,n\n",
+        "t",
+    )
+    .unwrap();
+    let mut o = opts(PolicyName::Tiresias, 2, 3);
+    o.las_promote_knob = 0.0;
+    let r = run(&trace, &o);
+    let out: Vec<_> = r.outcomes.iter().map(|o| o.unwrap()).collect();
+    assert_eq!(
+        (out[0].preemptions, out[2].preemptions),
+        (0, 0),
+        "X and Z ran on"
+    );
+    assert_eq!(out[5].first_start / 1000, 3300 + 1625, "{:?}", out[5]);
+    let stopped: u32 = out.iter().map(|o| o.preemptions).sum();
+    assert_eq!(stopped, 1, "{out:?}");
 }

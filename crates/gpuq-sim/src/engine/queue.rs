@@ -3,7 +3,7 @@
 //! could start in it.
 
 use gpuq_core::scheduler::Policy;
-use gpuq_core::{JobId, Millis, PendingJob};
+use gpuq_core::{JobId, Millis, PendingJob, Priority};
 use std::cmp::Reverse;
 use std::collections::{btree_set, BTreeMap, BTreeSet, BinaryHeap};
 
@@ -18,6 +18,9 @@ pub(super) struct Queue {
     by_user: Vec<BTreeSet<Key>>,
     /// How many waiting jobs each class holds (the fair-share walk visits classes in order).
     classes: BTreeMap<i64, usize>,
+    /// How many waiting jobs ask for each number of GPUs: the walk stops once
+    /// it has seen every job that fits by count.
+    sizes: BTreeMap<u32, usize>,
     jobs: Vec<Option<PendingJob>>,
 }
 
@@ -27,6 +30,7 @@ impl Queue {
             order: BTreeSet::new(),
             by_user: vec![BTreeSet::new(); users],
             classes: BTreeMap::new(),
+            sizes: BTreeMap::new(),
             jobs: (0..jobs).map(|_| None).collect(),
         }
     }
@@ -43,6 +47,7 @@ impl Queue {
         self.order.insert(key);
         self.by_user[user].insert(key);
         *self.classes.entry(key.0).or_default() += 1;
+        *self.sizes.entry(job.gpus).or_default() += 1;
         self.jobs[key.2 as usize] = Some(job);
     }
 
@@ -51,21 +56,17 @@ impl Queue {
             return None;
         }
         self.by_user[user].remove(&key);
-        if let Some(n) = self.classes.get_mut(&key.0) {
-            *n -= 1;
-            if *n == 0 {
-                self.classes.remove(&key.0);
-            }
-        }
-        self.jobs[key.2 as usize].take()
+        uncount(&mut self.classes, key.0);
+        let job = self.jobs[key.2 as usize].take()?;
+        uncount(&mut self.sizes, job.gpus);
+        Some(job)
     }
 
-    /// Moves a waiting job to another place in the order.
-    pub fn rekey(&mut self, old: Key, new: Key, user: usize) {
-        if old != new {
-            if let Some(job) = self.remove(old, user) {
-                self.insert(new, user, job);
-            }
+    /// Moves a waiting job to another place in the order, in another class.
+    pub fn rekey(&mut self, old: Key, new: Key, user: usize, class: Priority) {
+        if let Some(mut job) = self.remove(old, user) {
+            job.priority = class;
+            self.insert(new, user, job);
         }
     }
 
@@ -98,6 +99,8 @@ impl Queue {
         gpus_of: impl Fn(JobId) -> u32,
     ) -> Vec<&PendingJob> {
         let limit = 2 * free as usize + 16;
+        // Past the last job that fits by count, only the first big one matters.
+        let fit_in_queue: usize = self.sizes.range(..=free).map(|(_, n)| n).sum();
         let mut out = Vec::new();
         let mut fitting = 0usize;
         let mut big_seen = false;
@@ -124,7 +127,7 @@ impl Queue {
                     return false;
                 }
             }
-            !(fitting >= limit && big_seen)
+            !((fitting >= limit || fitting == fit_in_queue) && big_seen)
         };
         // Keys, not jobs: most keys walked are of jobs too big for the free GPUs,
         // skipped on their size alone without looking the job up.
@@ -169,6 +172,15 @@ impl Queue {
                 .into_iter()
                 .flat_map(move |group| Merge::new(self, class, &group))
         })
+    }
+}
+
+fn uncount<K: Ord>(counts: &mut BTreeMap<K, usize>, key: K) {
+    if let Some(n) = counts.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&key);
+        }
     }
 }
 
