@@ -264,3 +264,46 @@ fn tiresias_preempts_only_what_lets_the_newcomer_start() {
     let stopped: u32 = out.iter().map(|o| o.preemptions).sum();
     assert_eq!(stopped, 1, "{out:?}");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Tiresias on random traces, with and without its quantum and
+    /// promotion: every job finishes after at least its duration of running,
+    /// no GPU is ever given twice, and the shortcut passes decide what full
+    /// passes decide.
+    #[test]
+    fn tiresias_runs_every_job_and_never_overcommits(
+        jobs in proptest::collection::vec(
+            (0u32..20_000, 1u32..20_000, proptest::sample::select(vec![1u32, 1, 1, 2, 3, 4, 8])),
+            1..40,
+        ),
+        cluster in proptest::sample::select(vec!["1x8", "2x4", "1x8:V100,2x2:T4,1x4"]),
+        quantum in proptest::sample::select(vec![0.0, 600.0]),
+        knob in proptest::sample::select(vec![0.0, 8.0]),
+    ) {
+        let mut text = String::from("submit,duration,gpus,user\n");
+        let mut jobs = jobs;
+        jobs.sort();
+        for (i, (submit, duration, gpus)) in jobs.iter().enumerate() {
+            text.push_str(&format!("{submit},{duration},{gpus},u{}\n", i % 3));
+        }
+        let trace = parse(&text, "t").unwrap();
+        let mut o = on(PolicyName::Tiresias, Cluster::parse(cluster).unwrap());
+        o.las_quantum_s = quantum;
+        o.las_promote_knob = knob;
+        o.sample_every_s = 60.0;
+        let r = run(&trace, &o);
+        for (j, out) in trace.iter().zip(&r.outcomes) {
+            let out = out.expect("every job fits these clusters");
+            proptest::prop_assert!(out.end - out.first_start >= (j.duration_s * 1000.0) as i64);
+            proptest::prop_assert!(out.first_start >= out.submit && out.waited_ms >= 0);
+        }
+        proptest::prop_assert!(r.allocation.iter().all(|&(_, used)| used <= r.total_gpus));
+        let full = run(&trace, &SimOptions { full_passes: true, ..o.clone() });
+        let ends = |r: &gpuq_sim::engine::Run| {
+            r.outcomes.iter().map(|o| o.map(|o| (o.first_start, o.end))).collect::<Vec<_>>()
+        };
+        proptest::prop_assert_eq!(ends(&r), ends(&full));
+    }
+}
