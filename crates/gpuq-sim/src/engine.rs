@@ -65,7 +65,8 @@ pub struct SimOptions {
     pub half_life_s: f64,
     /// Most GPUs one user (group) may hold at once (what-if quotas).
     pub user_max_gpus: Option<u32>,
-    /// Work lost by each preemption (Tiresias): checkpoint, restart, warm-up.
+    /// Work lost by each preemption (Tiresias's, or of a trace's preemptible
+    /// jobs): checkpoint, restart, warm-up.
     pub restart_penalty_s: f64,
     /// Tiresias: seconds a job keeps its GPUs after each (re)start before it
     /// can be preempted again (the minimum service quantum; 0: none).
@@ -304,9 +305,14 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
         }
         // Tiresias preempts: a pass is worth it on a full cluster when a
         // waiting job outranks a running one past its quantum.
-        let may_preempt = tiresias
-            && (promoted || arrived || crossing == Some(now) || unprotect == Some(now))
-            && las_may_preempt(now, trace, &active, &running, &queue, quantum);
+        let may_preempt = if tiresias {
+            (promoted || arrived || crossing == Some(now) || unprotect == Some(now))
+                && las_may_preempt(now, trace, &active, &running, &queue, quantum)
+        } else {
+            // The daemon's rule: a waiting job of a higher class than a
+            // preemptible running one (the trace's `preemptible` column).
+            arrived && class_may_preempt(&running, &queue)
+        };
         if allocated >= total_gpus && !freed && !promoted && !may_preempt {
             continue; // nothing can start: skip the pass
         }
@@ -385,7 +391,8 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                             placement,
                             ends_by: None,
                             priority: p.priority,
-                            preemptible: false,
+                            // Tiresias sets it from the quantum before each pass.
+                            preemptible: !tiresias && trace[job as usize].preemptible,
                             stopping: false,
                             group: None,
                         });
@@ -395,14 +402,16 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                         allocated -= r.placement.gpu_count();
                         let a = active[job as usize].as_mut().expect("active");
                         let due = a.preempt(now, trace[job as usize].gpus, opts);
-                        if let Some(due) = due {
-                            promotions.push(Reverse((due, job, a.preemptions)));
-                        }
                         let user = user_of[job as usize];
                         let j = &trace[job as usize];
                         let mut p = pending_of(job, j, &user_names[user], ms(j.submit_s));
-                        p.priority =
-                            las_class(las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS));
+                        if tiresias {
+                            if let Some(due) = due {
+                                promotions.push(Reverse((due, job, a.preemptions)));
+                            }
+                            p.priority =
+                                las_class(las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS));
+                        }
                         queue.insert(key_of(job, a.attained_gpu_s), user, p);
                         preempted = true;
                     }
@@ -497,6 +506,19 @@ fn first_current(
         heap.pop();
     }
     None
+}
+
+/// The daemon's preemption can only help when the first waiting job's class
+/// is above a preemptible running job's (its key's class is the negated
+/// priority for the order-by-class policies).
+fn class_may_preempt(running: &RunningSet, queue: &Queue) -> bool {
+    let Some(head) = queue.first_job() else {
+        return false;
+    };
+    running
+        .as_slice()
+        .iter()
+        .any(|r| r.preemptible && r.priority < head.priority)
 }
 
 /// Preemption can only help when a waiting job's queue is better than that

@@ -307,3 +307,29 @@ proptest::proptest! {
         proptest::prop_assert_eq!(ends(&r), ends(&full));
     }
 }
+
+#[test]
+fn gpuq_preempts_preemptible_lower_class_jobs_as_the_daemon_does() {
+    // One node of 2 GPUs. A low-priority job holds both from 0 s for 1,000 s;
+    // a high-priority 1-GPU job arrives at 100 s and runs at once if the low
+    // one is preemptible (which then restarts at 110 s with the restart
+    // penalty), else waits for it.
+    let run_with = |preemptible: &str| {
+        let text = format!(
+            "submit,duration,gpus,user,priority,preemptible\n\
+             0,1000,2,a,low,{preemptible}\n100,10,1,b,high,false\n"
+        );
+        let trace = parse(&text, "t").unwrap();
+        let mut o = opts(PolicyName::Gpuq, 1, 2);
+        o.restart_penalty_s = 30.0;
+        let r = run(&trace, &o);
+        (r.outcomes[0].unwrap(), r.outcomes[1].unwrap())
+    };
+    let (low, high) = run_with("true");
+    assert_eq!((high.first_start, high.end), (100_000, 110_000));
+    assert_eq!(low.preemptions, 1);
+    assert_eq!(low.end, 110_000 + 900_000 + 30_000, "{low:?}");
+    let (low, high) = run_with("false");
+    assert_eq!((low.preemptions, low.end), (0, 1_000_000));
+    assert_eq!(high.first_start, 1_000_000);
+}

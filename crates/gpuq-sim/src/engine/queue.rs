@@ -43,6 +43,11 @@ impl Queue {
         self.order.first()
     }
 
+    /// The first waiting job in the queue's order.
+    pub fn first_job(&self) -> Option<&PendingJob> {
+        self.order.first().map(|k| self.job(k.2))
+    }
+
     pub fn insert(&mut self, key: Key, user: usize, job: PendingJob) {
         self.order.insert(key);
         self.by_user[user].insert(key);
