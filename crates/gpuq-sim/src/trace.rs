@@ -65,6 +65,24 @@ pub fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
+/// The longest a job may run, and the longest a trace may span: 100 years in
+/// seconds (the replay's clock counts milliseconds and samples the cluster
+/// every hour; a time past this is a unit mistake, not a workload).
+const LONGEST_S: f64 = 100.0 * 365.25 * 86_400.0;
+
+/// A duration as read (`what` names the field), or why it cannot be one.
+fn duration_of(d: f64, what: &str) -> Result<f64, String> {
+    if !d.is_finite() {
+        return Err(format!("{what} {d} must be a finite number of seconds"));
+    }
+    if d > LONGEST_S {
+        return Err(format!(
+            "{what} {d:e} s is more than 100 years: {what} is in seconds"
+        ));
+    }
+    Ok(d)
+}
+
 pub fn parse(text: &str, file: &str) -> Result<Vec<TraceJob>, TraceError> {
     let err = |line: usize, why: String| TraceError {
         file: file.to_string(),
@@ -95,6 +113,13 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<TraceJob>, TraceError> {
     for j in &mut jobs {
         j.submit_s -= origin;
     }
+    let span = jobs.last().map_or(0.0, |j| j.submit_s);
+    if span > LONGEST_S {
+        return Err(err(
+            0,
+            format!("its submit times span {span:e} s, more than 100 years: submit is in seconds"),
+        ));
+    }
     Ok(jobs)
 }
 
@@ -116,6 +141,7 @@ fn philly(
         let duration: f64 = f[1]
             .parse()
             .map_err(|_| err(i + 1, format!("duration {:?}", f[1])))?;
+        let duration = duration_of(duration, "duration").map_err(|why| err(i + 1, why))?;
         let gpus: u32 = f[2]
             .parse()
             .map_err(|_| err(i + 1, format!("num_gpus {:?}", f[2])))?;
@@ -157,6 +183,7 @@ fn from_row(
             "submit and duration must be finite; duration ≥ 0".into(),
         ));
     }
+    duration_of(r.duration, "duration").map_err(|why| err(line, why))?;
     Ok(TraceJob {
         submit_s: r.submit,
         duration_s: r.duration,
@@ -274,6 +301,21 @@ mod tests {
 
     #[test]
     fn bad_traces_name_the_line() {
+        // Times past 100 years are a unit mistake: named, not replayed for ever.
+        let e = parse("submit,duration,gpus\n0,1e300,1\n", "t.csv").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("line 2: duration 1e300 s is more than 100 years"),
+            "{e}"
+        );
+        let e = parse("submit,duration,gpus\n0,10,1\n1e18,10,1\n", "t.csv").unwrap_err();
+        assert!(e.to_string().contains("span 1e18 s"), "{e}");
+        let philly =
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,inf,1,1,c\n";
+        assert!(parse(philly, "p.csv")
+            .unwrap_err()
+            .to_string()
+            .contains("finite"));
         let e = parse("submit,duration,gpus\n0,abc,1\n", "t.csv").unwrap_err();
         assert_eq!(e.line, 2);
         assert!(parse("hello\n", "t")
