@@ -55,6 +55,29 @@ fn every_policy_replays_the_sample_and_what_if_changes_the_waits() {
     let more: serde_json::Value = serde_json::from_slice(&more.stdout).unwrap();
     assert_eq!(more["cluster"], "8x4");
     assert!(more["wait_avg_s"].as_f64().unwrap() < reports[1]["wait_avg_s"].as_f64().unwrap());
+    // Tiresias's knobs: a quantum longer than any run of the sample stops
+    // every preemption; a negative knob is refused with the fix.
+    let never = dir.path().join("never.toml");
+    std::fs::write(
+        &never,
+        "policy = \"tiresias\"\ncluster = \"1x4\"\nlas_quantum = \"3650d\"\nlas_promote_knob = 0\n",
+    )
+    .unwrap();
+    let out = sim(&[sample, "--config", never.to_str().unwrap(), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["preemptions"], 0, "{report}");
+    let default = dir.path().join("default.toml");
+    std::fs::write(&default, "policy = \"tiresias\"\ncluster = \"1x4\"\n").unwrap();
+    let out = sim(&[sample, "--config", default.to_str().unwrap(), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["preemptions"].as_u64().unwrap() > 0, "{report}");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "las_promote_knob = -1\n").unwrap();
+    let out = sim(&[sample, "--config", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("las_promote_knob = -1: write a number ≥ 0")
+    );
     let text = String::from_utf8_lossy(&sim(&[sample, "--cluster", "2x4"]).stdout).to_string();
     assert!(
         text.contains("JCT") && text.contains("replayed in"),

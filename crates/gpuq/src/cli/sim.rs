@@ -19,7 +19,7 @@ pub struct SimArgs {
     /// fifo, gpuq, sjf-oracle (knows durations: a bound) or tiresias; `all` compares them.
     #[arg(long, default_value = "gpuq")]
     policy: String,
-    /// What-if settings (TOML): cluster, policy, user_max_gpus, fair_share_half_life, restart_penalty.
+    /// What-if settings (TOML): cluster, policy, user_max_gpus, fair_share_half_life, restart_penalty, las_quantum, las_promote_knob.
     #[arg(long)]
     config: Option<std::path::PathBuf>,
     /// Write the JCT CDF of the run(s) as SVG here.
@@ -167,6 +167,10 @@ struct WhatIf {
     user_max_gpus: Option<u32>,
     fair_share_half_life: Option<gpuq_core::DurationSpec>,
     restart_penalty: Option<gpuq_core::DurationSpec>,
+    /// Tiresias: how long a (re)started job keeps its GPUs before it can be preempted.
+    las_quantum: Option<gpuq_core::DurationSpec>,
+    /// Tiresias's PROMOTEKNOB (0: never promote).
+    las_promote_knob: Option<f64>,
 }
 
 pub fn run(args: SimArgs) -> CmdResult {
@@ -227,6 +231,14 @@ pub fn run(args: SimArgs) -> CmdResult {
         }
         None => WhatIf::default(),
     };
+    if let Some(k) = what_if
+        .las_promote_knob
+        .filter(|k| !(k.is_finite() && *k >= 0.0))
+    {
+        return Err(CliError::usage(format!(
+            "--config: las_promote_knob = {k}: write a number ≥ 0 (0: never promote; Tiresias's default 8)"
+        )));
+    }
     let cluster = what_if
         .cluster
         .clone()
@@ -263,6 +275,12 @@ pub fn run(args: SimArgs) -> CmdResult {
         }
         if let Some(p) = what_if.restart_penalty {
             opts.restart_penalty_s = p.as_millis() as f64 / 1000.0;
+        }
+        if let Some(q) = what_if.las_quantum {
+            opts.las_quantum_s = q.as_millis() as f64 / 1000.0;
+        }
+        if let Some(k) = what_if.las_promote_knob {
+            opts.las_promote_knob = k;
         }
         let started = std::time::Instant::now();
         let run = gpuq_sim::run(&trace, &opts);
