@@ -7,8 +7,8 @@ use crate::trace::TraceJob;
 use gpuq_core::scheduler::las::{self, TIRESIAS_THRESHOLDS};
 use gpuq_core::scheduler::{can_ever_place, schedule_with_kinds, NodeKinds, Policy};
 use gpuq_core::{
-    schedule, Decision, DependencyState, JobId, Millis, Node, PendingJob, Priority, RunningJob,
-    ScheduleInput,
+    schedule, Decision, DependencyState, JobId, Millis, Node, PendingJob, Placement, Priority,
+    RunningJob, ScheduleInput,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -136,131 +136,254 @@ struct Active {
 }
 
 pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
-    let total_gpus = opts.cluster.total_gpus();
-    let nodes: Vec<Node> = opts.cluster.nodes();
-    // The nodes never change: group them by kind once, not in every pass.
-    let kinds = NodeKinds::of(&nodes);
-    // Whether jobs of a size can ever be placed (the core fails the others): by size, once.
-    let mut placeable: HashMap<u32, bool> = HashMap::new();
-    // Users by number (each job's user index), and each user's name once.
-    let (user_of, user_names) = number_users(trace);
-    let ms = |s: f64| (s * 1000.0).round() as Millis;
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; trace.len()];
-    // Per job, numbered like the trace: submitted and not finished.
-    let mut active: Vec<Option<Active>> = (0..trace.len()).map(|_| None).collect();
-    // Waiting jobs in the policy's order.
-    let mut queue = Queue::new(trace.len(), user_names.len());
-    let mut running = RunningSet::default();
-    let mut ends: BinaryHeap<Reverse<(Millis, JobId)>> = BinaryHeap::new();
-    // Tiresias: when each running job crosses its queue's threshold (time,
-    // job, the run's start: an entry of an earlier run is stale).
-    let mut crossings: BinaryHeap<Reverse<(Millis, JobId, Millis)>> = BinaryHeap::new();
-    // Tiresias: when each preempted job is due for promotion (time, job, its
-    // preemption count then: a later preemption makes the entry stale).
-    let mut promotions: BinaryHeap<Reverse<(Millis, JobId, u32)>> = BinaryHeap::new();
-    // Tiresias: when each run's service quantum is over (time, job, the run's start).
-    let mut protections: BinaryHeap<Reverse<(Millis, JobId, Millis)>> = BinaryHeap::new();
-    let tiresias = opts.policy == PolicyName::Tiresias;
-    let quantum = ms(opts.las_quantum_s);
-    let mut policy = Policy {
-        default_user_max_gpus: opts.user_max_gpus,
-        strict_order: opts.policy == PolicyName::Fifo,
-        ..Default::default()
-    };
-    // Fair share: usage decayed to a fixed origin, as the daemon's ledger does
-    // (`None`: the user has finished nothing yet).
-    let mut usage: Vec<Option<f64>> = vec![None; user_names.len()];
-    // Each user's standing in this pass (empty until someone has usage).
-    let mut standing: Vec<f64> = Vec::new();
-    let decay = |t: Millis| 2f64.powf(t as f64 / 1000.0 / opts.half_life_s);
-    let mut allocation = Vec::new();
-    let mut next_sample: Millis = 0;
-    let mut allocated: u32 = 0;
-    let mut passes = 0u64;
-    let mut next_arrival = 0usize;
-    let mut last_now: Millis = Millis::MIN;
-    let no_deps = |_: JobId| DependencyState::Succeeded;
-    let key_of = |id: JobId, attained: f64| -> Key {
-        let submit = ms(trace[id as usize].submit_s);
-        match opts.policy {
-            PolicyName::SjfOracle => (ms(trace[id as usize].duration_s), submit, id),
+    let mut replay = Replay::new(trace, opts);
+    while let Some(now) = replay.next_event() {
+        replay.step(now);
+    }
+    Run {
+        outcomes: replay.outcomes,
+        allocation: replay.allocation,
+        total_gpus: replay.total_gpus,
+        passes: replay.passes,
+    }
+}
+
+fn ms(s: f64) -> Millis {
+    (s * 1000.0).round() as Millis
+}
+
+/// A replay in progress: the virtual clock's state between events.
+struct Replay<'t> {
+    trace: &'t [TraceJob],
+    opts: &'t SimOptions,
+    tiresias: bool,
+    quantum: Millis,
+    total_gpus: u32,
+    nodes: Vec<Node>,
+    /// The nodes never change: grouped by kind once, not in every pass.
+    kinds: NodeKinds,
+    /// Whether jobs of a size can ever be placed (the core fails the others): by size, once.
+    placeable: HashMap<u32, bool>,
+    /// Each job's user as a number, and each user's name once.
+    user_of: Vec<usize>,
+    user_names: Vec<Arc<str>>,
+    outcomes: Vec<Option<Outcome>>,
+    /// Per job, numbered like the trace: submitted and not finished.
+    active: Vec<Option<Active>>,
+    /// Waiting jobs in the policy's order.
+    queue: Queue,
+    running: RunningSet,
+    ends: BinaryHeap<Reverse<(Millis, JobId)>>,
+    /// Tiresias: when each running job crosses its queue's threshold (time,
+    /// job, the run's start: an entry of an earlier run is stale).
+    crossings: BinaryHeap<Reverse<(Millis, JobId, Millis)>>,
+    /// Tiresias: when each run's service quantum is over (time, job, the run's start).
+    protections: BinaryHeap<Reverse<(Millis, JobId, Millis)>>,
+    /// Tiresias: when each preempted job is due for promotion (time, job, its
+    /// preemption count then: a later preemption makes the entry stale).
+    promotions: BinaryHeap<Reverse<(Millis, JobId, u32)>>,
+    policy: Policy,
+    /// Fair share: usage decayed to a fixed origin, as the daemon's ledger
+    /// does (`None`: the user has finished nothing yet).
+    usage: Vec<Option<f64>>,
+    /// Each user's standing in this pass (empty until someone has usage).
+    standing: Vec<f64>,
+    allocation: Vec<(Millis, u32)>,
+    next_sample: Millis,
+    allocated: u32,
+    passes: u64,
+    next_arrival: usize,
+    /// The previous event's time (crossings and quanta at or before it are handled).
+    last_now: Millis,
+    /// What the next event found: threshold crossings and quanta ending now.
+    crossing: Option<Millis>,
+    unprotect: Option<Millis>,
+}
+
+impl<'t> Replay<'t> {
+    fn new(trace: &'t [TraceJob], opts: &'t SimOptions) -> Replay<'t> {
+        let nodes = opts.cluster.nodes();
+        let (user_of, user_names) = number_users(trace);
+        Replay {
+            trace,
+            opts,
+            tiresias: opts.policy == PolicyName::Tiresias,
+            quantum: ms(opts.las_quantum_s),
+            total_gpus: opts.cluster.total_gpus(),
+            kinds: NodeKinds::of(&nodes),
+            nodes,
+            placeable: HashMap::new(),
+            outcomes: vec![None; trace.len()],
+            active: (0..trace.len()).map(|_| None).collect(),
+            queue: Queue::new(trace.len(), user_names.len()),
+            usage: vec![None; user_names.len()],
+            user_of,
+            user_names,
+            running: RunningSet::default(),
+            ends: BinaryHeap::new(),
+            crossings: BinaryHeap::new(),
+            protections: BinaryHeap::new(),
+            promotions: BinaryHeap::new(),
+            policy: Policy {
+                default_user_max_gpus: opts.user_max_gpus,
+                strict_order: opts.policy == PolicyName::Fifo,
+                ..Default::default()
+            },
+            standing: Vec::new(),
+            allocation: Vec::new(),
+            next_sample: 0,
+            allocated: 0,
+            passes: 0,
+            next_arrival: 0,
+            last_now: Millis::MIN,
+            crossing: None,
+            unprotect: None,
+        }
+    }
+
+    /// The job's place in the policy's order.
+    fn key_of(&self, id: JobId, attained: f64) -> Key {
+        let job = &self.trace[id as usize];
+        let submit = ms(job.submit_s);
+        match self.opts.policy {
+            PolicyName::SjfOracle => (ms(job.duration_s), submit, id),
             PolicyName::Tiresias => (
                 las::queue_of(attained, &TIRESIAS_THRESHOLDS) as i64,
                 submit,
                 id,
             ),
-            _ => (-(trace[id as usize].priority as i64), submit, id),
+            _ => (-(job.priority as i64), submit, id),
         }
-    };
-    // Tiresias re-ranks when a running job crosses its queue's threshold.
-    let crossing_of = |id: JobId, a: &Active| -> Option<Millis> {
-        let gpus = trace[id as usize].gpus.max(1) as f64;
-        let q = las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS);
-        let threshold = *TIRESIAS_THRESHOLDS.get(q)?;
-        Some(a.run_start? + ms((threshold - a.attained_gpu_s) / gpus))
-    };
+    }
 
-    loop {
-        let arrival = trace.get(next_arrival).map(|j| ms(j.submit_s));
-        let end = ends.peek().map(|Reverse((t, _))| *t);
-        let crossing = first_current(&mut crossings, &active, last_now);
-        let unprotect = first_current(&mut protections, &active, last_now);
-        let promote = promotions.peek().map(|Reverse((t, _, _))| *t);
-        let Some(now) = [arrival, end, crossing, unprotect, promote]
+    fn decay(&self, t: Millis) -> f64 {
+        2f64.powf(t as f64 / 1000.0 / self.opts.half_life_s)
+    }
+
+    /// When the next event happens: an arrival, an end, a threshold
+    /// crossing, a quantum ending or a promotion (`None`: the replay is over).
+    fn next_event(&mut self) -> Option<Millis> {
+        let arrival = self.trace.get(self.next_arrival).map(|j| ms(j.submit_s));
+        let end = self.ends.peek().map(|Reverse((t, _))| *t);
+        self.crossing = first_current(&mut self.crossings, &self.active, self.last_now);
+        self.unprotect = first_current(&mut self.protections, &self.active, self.last_now);
+        let promote = self.promotions.peek().map(|Reverse((t, _, _))| *t);
+        [arrival, end, self.crossing, self.unprotect, promote]
             .into_iter()
             .flatten()
             .min()
-        else {
-            break;
+    }
+
+    /// Everything that happens at `now`, then the passes it calls for.
+    fn step(&mut self, now: Millis) {
+        self.last_now = now;
+        let promoted = self.promote(now);
+        while self.next_sample <= now {
+            self.allocation.push((self.next_sample, self.allocated));
+            self.next_sample += ms(self.opts.sample_every_s);
+        }
+        let freed = self.finish(now);
+        let arrived = self.admit(now);
+        let may_preempt = if self.tiresias {
+            // A pass is worth it on a full cluster when a waiting job
+            // outranks a running one past its quantum.
+            (promoted || arrived || self.crossing == Some(now) || self.unprotect == Some(now))
+                && las_may_preempt(
+                    now,
+                    self.trace,
+                    &self.active,
+                    &self.running,
+                    &self.queue,
+                    self.quantum,
+                )
+        } else {
+            // The daemon's rule: a waiting job of a higher class than a
+            // preemptible running one (the trace's `preemptible` column).
+            arrived && class_may_preempt(&self.running, &self.queue)
         };
-        last_now = now;
-        // PROMOTEKNOB: a job starved long enough is back in the highest queue
-        // (its attained service starts again from 0).
+        if self.allocated >= self.total_gpus && !freed && !promoted && !may_preempt {
+            return; // nothing can start: skip the pass
+        }
+        if self.queue.is_empty() {
+            return;
+        }
+        if self.opts.policy == PolicyName::Gpuq && self.usage.iter().any(Option::is_some) {
+            let now_decay = self.decay(now);
+            self.standing.clear();
+            self.standing
+                .extend(self.usage.iter().map(|u| u.unwrap_or(0.0) / now_decay));
+            self.policy.standing.clear();
+            for (u, used) in self.usage.iter().enumerate() {
+                if let Some(used) = used {
+                    self.policy
+                        .standing
+                        .insert(self.user_names[u].clone(), used / now_decay);
+                }
+            }
+        }
+        // Each preemption frees GPUs for a job of a higher class at this
+        // instant: pass again until one preempts nothing (bounded for safety).
+        for _ in 0..=2 * self.total_gpus + 16 {
+            if self.queue.is_empty() || !self.pass(now) {
+                break;
+            }
+        }
+    }
+
+    /// PROMOTEKNOB: a job starved long enough is back in the highest queue
+    /// (its attained service starts again from 0). Whether any was.
+    fn promote(&mut self, now: Millis) -> bool {
         let mut promoted = false;
-        while let Some(Reverse((t, id, n))) = promotions.peek().copied() {
+        while let Some(Reverse((t, id, n))) = self.promotions.peek().copied() {
             if t > now {
                 break;
             }
-            promotions.pop();
-            let Some(a) = active[id as usize].as_mut() else {
+            self.promotions.pop();
+            let Some(a) = self.active[id as usize].as_ref() else {
                 continue;
             };
             if a.run_start.is_some() || a.preemptions != n {
                 continue;
             }
-            let old = key_of(id, a.attained_gpu_s);
-            a.attained_gpu_s = 0.0;
-            let new = key_of(id, 0.0);
+            let old = self.key_of(id, a.attained_gpu_s);
+            let new = self.key_of(id, 0.0);
+            if let Some(a) = self.active[id as usize].as_mut() {
+                a.attained_gpu_s = 0.0;
+            }
             if old != new {
-                queue.rekey(old, new, user_of[id as usize], las_class(0));
+                self.queue
+                    .rekey(old, new, self.user_of[id as usize], las_class(0));
                 promoted = true;
             }
         }
-        while next_sample <= now {
-            allocation.push((next_sample, allocated));
-            next_sample += ms(opts.sample_every_s);
-        }
+        promoted
+    }
+
+    /// The jobs whose run ends by `now`: their outcomes, their users' usage.
+    /// Whether any GPU was freed.
+    fn finish(&mut self, now: Millis) -> bool {
         let mut freed = false;
-        while let Some(Reverse((t, id))) = ends.peek().copied() {
+        while let Some(Reverse((t, id))) = self.ends.peek().copied() {
             if t > now {
                 break;
             }
-            ends.pop();
+            self.ends.pop();
             // A stale end (the job was preempted since) is skipped.
-            let ends_now = active[id as usize]
+            let ends_now = self.active[id as usize]
                 .as_ref()
                 .and_then(|a| a.run_start.map(|s| s + a.remaining_ms))
                 == Some(t);
             if !ends_now {
                 continue;
             }
-            let r = running.remove(id).expect("running");
-            allocated -= r.placement.gpu_count();
-            let a = active[id as usize].take().expect("active");
-            let j = &trace[id as usize];
+            let r = self.running.remove(id).expect("running");
+            self.allocated -= r.placement.gpu_count();
+            let a = self.active[id as usize].take().expect("active");
+            let j = &self.trace[id as usize];
             let used = j.gpus as f64 * (t - a.run_start.unwrap_or(t)) as f64 / 1000.0;
-            *usage[user_of[id as usize]].get_or_insert(0.0) += used * decay(t);
-            outcomes[id as usize] = Some(Outcome {
+            let decayed = used * self.decay(t);
+            *self.usage[self.user_of[id as usize]].get_or_insert(0.0) += decayed;
+            self.outcomes[id as usize] = Some(Outcome {
                 submit: ms(j.submit_s),
                 first_start: a.first_start.unwrap_or(t),
                 end: t,
@@ -272,25 +395,33 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
             });
             freed = true;
         }
+        freed
+    }
+
+    /// The jobs submitted by `now` join the queue. Whether any did.
+    fn admit(&mut self, now: Millis) -> bool {
         let mut arrived = false;
-        while let Some(j) = trace.get(next_arrival) {
+        while let Some(j) = self.trace.get(self.next_arrival) {
             if ms(j.submit_s) > now {
                 break;
             }
-            let id = next_arrival as JobId;
-            next_arrival += 1;
+            let id = self.next_arrival as JobId;
+            self.next_arrival += 1;
             let submit = ms(j.submit_s);
-            let mut pending = pending_of(id, j, &user_names[user_of[id as usize]], submit);
-            if tiresias {
+            let user = self.user_of[id as usize];
+            let mut pending = pending_of(id, j, &self.user_names[user], submit);
+            if self.tiresias {
                 pending.priority = las_class(0);
             }
-            let fits = *placeable
+            let nodes = &self.nodes;
+            let fits = *self
+                .placeable
                 .entry(j.gpus)
-                .or_insert_with(|| can_ever_place(&pending, &nodes));
+                .or_insert_with(|| can_ever_place(&pending, nodes));
             if !fits {
                 continue; // never fits the cluster: left out of the figures (counted apart)
             }
-            active[id as usize] = Some(Active {
+            self.active[id as usize] = Some(Active {
                 remaining_ms: ms(j.duration_s).max(1),
                 run_start: None,
                 attained_gpu_s: 0.0,
@@ -300,134 +431,122 @@ pub fn run(trace: &[TraceJob], opts: &SimOptions) -> Run {
                 waiting_since: Some(submit),
                 waited_ms: 0,
             });
-            queue.insert(key_of(id, 0.0), user_of[id as usize], pending);
+            let key = self.key_of(id, 0.0);
+            self.queue.insert(key, user, pending);
             arrived = true;
         }
-        // Tiresias preempts: a pass is worth it on a full cluster when a
-        // waiting job outranks a running one past its quantum.
-        let may_preempt = if tiresias {
-            (promoted || arrived || crossing == Some(now) || unprotect == Some(now))
-                && las_may_preempt(now, trace, &active, &running, &queue, quantum)
-        } else {
-            // The daemon's rule: a waiting job of a higher class than a
-            // preemptible running one (the trace's `preemptible` column).
-            arrived && class_may_preempt(&running, &queue)
-        };
-        if allocated >= total_gpus && !freed && !promoted && !may_preempt {
-            continue; // nothing can start: skip the pass
-        }
-        if queue.is_empty() {
-            continue;
-        }
-        if opts.policy == PolicyName::Gpuq && usage.iter().any(Option::is_some) {
-            let now_decay = decay(now);
-            standing.clear();
-            standing.extend(usage.iter().map(|u| u.unwrap_or(0.0) / now_decay));
-            policy.standing.clear();
-            for (u, used) in usage.iter().enumerate() {
-                if let Some(used) = used {
-                    policy
-                        .standing
-                        .insert(user_names[u].clone(), used / now_decay);
-                }
-            }
-        }
-        // Each preemption frees GPUs for a job of a higher class at this
-        // instant: pass again until one preempts nothing (bounded for safety).
-        for _ in 0..=2 * total_gpus + 16 {
-            if queue.is_empty() {
-                break;
-            }
-            if tiresias {
-                las_refresh(now, trace, &active, &mut running, quantum);
-            }
-            let input = ScheduleInput {
-                now,
-                nodes: &nodes,
-                running: running.as_slice(),
-                dependency: &no_deps,
-                drained: false,
-                policy: &policy,
-            };
-            passes += 1;
-            let decisions = if opts.full_passes {
-                schedule(&input, queue.in_order())
-            } else {
-                schedule_with_kinds(
-                    &input,
-                    queue.candidates(&policy, &standing, total_gpus - allocated, |id| {
-                        trace[id as usize].gpus
-                    }),
-                    &kinds,
-                )
-            };
-            let mut preempted = false;
-            for d in decisions {
-                match d {
-                    Decision::Start { job, placement } => {
-                        let a = active[job as usize].as_mut().expect("active");
-                        let key = key_of(job, a.attained_gpu_s);
-                        let p = queue.remove(key, user_of[job as usize]).expect("queued");
-                        a.run_start = Some(now);
-                        a.first_start.get_or_insert(now);
-                        if let Some(w) = a.waiting_since.take() {
-                            a.waited_ms += now - w;
-                        }
-                        a.nodes = a.nodes.max(placement.0.len() as u32);
-                        allocated += placement.gpu_count();
-                        ends.push(Reverse((now + a.remaining_ms, job)));
-                        if tiresias {
-                            if let Some(t) = crossing_of(job, a) {
-                                crossings.push(Reverse((t, job, now)));
-                            }
-                            if quantum > 0 {
-                                protections.push(Reverse((now + quantum, job, now)));
-                            }
-                        }
-                        running.insert(RunningJob {
-                            id: job,
-                            user: p.user,
-                            project: None,
-                            placement,
-                            ends_by: None,
-                            priority: p.priority,
-                            // Tiresias sets it from the quantum before each pass.
-                            preemptible: !tiresias && trace[job as usize].preemptible,
-                            stopping: false,
-                            group: None,
-                        });
-                    }
-                    Decision::Preempt { job, .. } => {
-                        let r = running.remove(job).expect("a victim runs");
-                        allocated -= r.placement.gpu_count();
-                        let a = active[job as usize].as_mut().expect("active");
-                        let due = a.preempt(now, trace[job as usize].gpus, opts);
-                        let user = user_of[job as usize];
-                        let j = &trace[job as usize];
-                        let mut p = pending_of(job, j, &user_names[user], ms(j.submit_s));
-                        if tiresias {
-                            if let Some(due) = due {
-                                promotions.push(Reverse((due, job, a.preemptions)));
-                            }
-                            p.priority =
-                                las_class(las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS));
-                        }
-                        queue.insert(key_of(job, a.attained_gpu_s), user, p);
-                        preempted = true;
-                    }
-                    Decision::Fail { .. } => {} // never: unplaceable jobs are left out on arrival
-                }
-            }
-            if !preempted {
-                break;
-            }
-        }
+        arrived
     }
-    Run {
-        outcomes,
-        allocation,
-        total_gpus,
-        passes,
+
+    /// One pass of the core over the jobs that could start; its starts and
+    /// preemptions applied. Whether it preempted anything.
+    fn pass(&mut self, now: Millis) -> bool {
+        if self.tiresias {
+            las_refresh(
+                now,
+                self.trace,
+                &self.active,
+                &mut self.running,
+                self.quantum,
+            );
+        }
+        let no_deps = |_: JobId| DependencyState::Succeeded;
+        let input = ScheduleInput {
+            now,
+            nodes: &self.nodes,
+            running: self.running.as_slice(),
+            dependency: &no_deps,
+            drained: false,
+            policy: &self.policy,
+        };
+        self.passes += 1;
+        let trace = self.trace;
+        let decisions = if self.opts.full_passes {
+            schedule(&input, self.queue.in_order())
+        } else {
+            let free = self.total_gpus - self.allocated;
+            let candidates = self
+                .queue
+                .candidates(&self.policy, &self.standing, free, |id| {
+                    trace[id as usize].gpus
+                });
+            schedule_with_kinds(&input, candidates, &self.kinds)
+        };
+        let mut preempted = false;
+        for d in decisions {
+            match d {
+                Decision::Start { job, placement } => self.start(now, job, placement),
+                Decision::Preempt { job, .. } => {
+                    self.preempt(now, job);
+                    preempted = true;
+                }
+                Decision::Fail { .. } => {} // never: unplaceable jobs are left out on arrival
+            }
+        }
+        preempted
+    }
+
+    fn start(&mut self, now: Millis, job: JobId, placement: Placement) {
+        let a = self.active[job as usize].as_ref().expect("active");
+        let key = self.key_of(job, a.attained_gpu_s);
+        let p = self
+            .queue
+            .remove(key, self.user_of[job as usize])
+            .expect("queued");
+        let a = self.active[job as usize].as_mut().expect("active");
+        a.run_start = Some(now);
+        a.first_start.get_or_insert(now);
+        if let Some(w) = a.waiting_since.take() {
+            a.waited_ms += now - w;
+        }
+        a.nodes = a.nodes.max(placement.0.len() as u32);
+        self.allocated += placement.gpu_count();
+        self.ends.push(Reverse((now + a.remaining_ms, job)));
+        if self.tiresias {
+            // Tiresias re-ranks when a running job crosses its queue's threshold.
+            let gpus = self.trace[job as usize].gpus.max(1) as f64;
+            let q = las::queue_of(a.attained_gpu_s, &TIRESIAS_THRESHOLDS);
+            if let Some(threshold) = TIRESIAS_THRESHOLDS.get(q) {
+                let t = now + ms((threshold - a.attained_gpu_s) / gpus);
+                self.crossings.push(Reverse((t, job, now)));
+            }
+            if self.quantum > 0 {
+                self.protections
+                    .push(Reverse((now + self.quantum, job, now)));
+            }
+        }
+        self.running.insert(RunningJob {
+            id: job,
+            user: p.user,
+            project: None,
+            placement,
+            ends_by: None,
+            priority: p.priority,
+            // Tiresias sets it from the quantum before each pass.
+            preemptible: !self.tiresias && self.trace[job as usize].preemptible,
+            stopping: false,
+            group: None,
+        });
+    }
+
+    /// A running job stopped for another: back in the queue.
+    fn preempt(&mut self, now: Millis, job: JobId) {
+        let r = self.running.remove(job).expect("a victim runs");
+        self.allocated -= r.placement.gpu_count();
+        let j = &self.trace[job as usize];
+        let a = self.active[job as usize].as_mut().expect("active");
+        let due = a.preempt(now, j.gpus, self.opts);
+        let (attained, preemptions) = (a.attained_gpu_s, a.preemptions);
+        let user = self.user_of[job as usize];
+        let mut p = pending_of(job, j, &self.user_names[user], ms(j.submit_s));
+        if self.tiresias {
+            if let Some(due) = due {
+                self.promotions.push(Reverse((due, job, preemptions)));
+            }
+            p.priority = las_class(las::queue_of(attained, &TIRESIAS_THRESHOLDS));
+        }
+        let key = self.key_of(job, attained);
+        self.queue.insert(key, user, p);
     }
 }
 
