@@ -51,6 +51,7 @@ pub enum SpotError {
 /// Which windows: `n` starts evenly spaced over the span that leaves room for
 /// the deadline, or given start times (hours after the data's first row).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Windows {
     Count(usize),
     StartsH(Vec<f64>),

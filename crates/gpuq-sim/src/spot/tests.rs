@@ -57,6 +57,7 @@ fn every_policy_meets_the_deadline_on_the_fixture_and_none_beats_the_optimum() {
     assert!(text.contains("| window | start h | optimum |"), "{text}");
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["windows"].as_array().unwrap().len(), 2);
+    assert_eq!(json["setting"]["windows"], serde_json::json!({"count": 2}));
     // A subset of zones, in the order given; starts given in hours.
     let s = SpotSetting {
         zones: vec!["us-west-2a".into(), "us-east-1c".into()],
