@@ -410,8 +410,17 @@ fn spec_file_with_a_run_script() {
 #[test]
 fn a_running_job_survives_a_daemon_kill_and_its_end_is_recorded() {
     let mut d = Daemon::start("sim:2");
-    let id = d.submit(&["--gpus", "1", "--", "sh", "-c", "sleep 1; exit 4"]);
-    d.wait_running(id);
+    let id = d.submit(&[
+        "--gpus",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "echo started; sleep 2; exit 4",
+    ]);
+    // Killed once the job really runs: a kill between recording the start
+    // and the spawn retries that attempt, which never ran (the recovery rule).
+    d.wait_for_log(id, "started", Duration::from_secs(10));
     d.restart();
     assert_eq!(d.show(id)["state"], "running", "re-adopted, still running");
     let blocked = d.submit(&["--gpus", "2", "--", "true"]);

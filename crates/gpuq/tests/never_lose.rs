@@ -289,10 +289,12 @@ fn hold_release_drain_and_undrain() {
 #[test]
 fn a_job_that_ends_while_the_daemon_is_down_gets_its_real_status() {
     let mut d = Daemon::start("none");
-    let id = d.submit(&["--", "sh", "-c", "sleep 0.5; exit 6"]);
-    d.wait_running(id);
+    let id = d.submit(&["--", "sh", "-c", "echo started; sleep 1; exit 6"]);
+    // Killed once the job really runs: a kill between recording the start
+    // and the spawn retries that attempt, which never ran (the recovery rule).
+    d.wait_for_log(id, "started", Duration::from_secs(10));
     d.kill();
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(Duration::from_millis(2000));
     d.restart();
     let job = d.wait(id);
     assert_eq!(
