@@ -460,16 +460,11 @@ impl<'t> Replay<'t> {
             policy: &self.policy,
         };
         self.passes += 1;
-        let trace = self.trace;
         let decisions = if self.opts.full_passes {
             schedule(&input, self.queue.in_order())
         } else {
             let free = self.total_gpus - self.allocated;
-            let candidates = self
-                .queue
-                .candidates(&self.policy, &self.standing, free, |id| {
-                    trace[id as usize].gpus
-                });
+            let candidates = self.queue.candidates(&self.policy, &self.standing, free);
             schedule_with_kinds(&input, candidates, &self.kinds)
         };
         let mut preempted = false;
@@ -688,8 +683,7 @@ impl Active {
         let start = self.run_start.take().expect("a victim has a start");
         let ran = now - start;
         self.attained_gpu_s += gpus as f64 * ran as f64 / 1000.0;
-        self.remaining_ms =
-            (self.remaining_ms - ran).max(1) + (opts.restart_penalty_s * 1000.0).round() as Millis;
+        self.remaining_ms = (self.remaining_ms - ran).max(1) + ms(opts.restart_penalty_s);
         self.preemptions += 1;
         self.waiting_since = Some(now);
         las::promotion_due(now, ran, opts.las_promote_knob)

@@ -96,13 +96,7 @@ impl Queue {
     /// cost on deep queues.
     ///
     /// `standing` is each user's fair-share standing (empty: queue order).
-    pub fn candidates(
-        &self,
-        policy: &Policy,
-        standing: &[f64],
-        free: u32,
-        gpus_of: impl Fn(JobId) -> u32,
-    ) -> Vec<&PendingJob> {
+    pub fn candidates(&self, policy: &Policy, standing: &[f64], free: u32) -> Vec<&PendingJob> {
         let limit = 2 * free as usize + 16;
         // Past the last job that fits by count, only the first big one matters.
         let fit_in_queue: usize = self.sizes.range(..=free).map(|(_, n)| n).sum();
@@ -111,7 +105,8 @@ impl Queue {
         let mut big_seen = false;
         let mut used = 0u32;
         let mut walk = |key: Key| -> bool {
-            let gpus = gpus_of(key.2);
+            let job = self.job(key.2);
+            let gpus = job.gpus;
             // A placement holds at least the GPUs asked for (whole nodes may round up).
             if gpus <= free {
                 // Jobs after this point come after every job passed: no reservation
@@ -121,21 +116,19 @@ impl Queue {
                 }
                 fitting += 1;
                 used = used.saturating_add(gpus);
-                out.push(self.job(key.2));
+                out.push(job);
                 if policy.strict_order && used > free {
                     return false;
                 }
             } else if !big_seen {
                 big_seen = true;
-                out.push(self.job(key.2));
+                out.push(job);
                 if policy.strict_order {
                     return false;
                 }
             }
             !((fitting >= limit || fitting == fit_in_queue) && big_seen)
         };
-        // Keys, not jobs: most keys walked are of jobs too big for the free GPUs,
-        // skipped on their size alone without looking the job up.
         if standing.is_empty() {
             for &key in &self.order {
                 if !walk(key) {
