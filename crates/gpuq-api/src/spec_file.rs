@@ -76,7 +76,7 @@ pub fn parse_with_inputs(
 
 fn parse_unchecked(text: &str) -> Result<JobSpec, String> {
     let spec: JobSpec = serde_yaml_ng::from_str(text).map_err(|e| {
-        let msg = e.to_string();
+        let msg = plain_types(&e.to_string());
         if msg.contains("unknown field") {
             format!("{msg}; see docs/job-spec.schema.json for the fields")
         } else {
@@ -84,6 +84,32 @@ fn parse_unchecked(text: &str) -> Result<JobSpec, String> {
         }
     })?;
     Ok(spec)
+}
+
+/// serde's type names ("expected u32") in words a user can act on: `retries: -1`
+/// reads "expected a whole number, 0 or more".
+pub(crate) fn plain_types(msg: &str) -> String {
+    let mut out = msg.to_string();
+    for (ty, words) in [
+        ("u8", "a whole number from 0 to 255"),
+        ("u16", "a whole number from 0 to 65535"),
+        ("u32", "a whole number, 0 or more (at most 4294967295)"),
+        ("u64", "a whole number, 0 or more"),
+        ("i64", "a whole number"),
+        ("f64", "a number"),
+    ] {
+        for end in [" ", ",", ";", ")"] {
+            out = out.replace(
+                &format!("expected {ty}{end}"),
+                &format!("expected {words}{end}"),
+            );
+        }
+        if out.ends_with(&format!("expected {ty}")) {
+            out.truncate(out.len() - ty.len());
+            out.push_str(words);
+        }
+    }
+    out
 }
 
 /// Reads one of a spec's environment files (at most [`MAX_INPUT_BYTES`]).
@@ -225,6 +251,14 @@ mod tests {
         let e = parse("command: [python, train.py]\ngpu: 2\n").unwrap_err();
         assert!(e.contains("unknown field `gpu`"), "{e}");
         assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn a_negative_count_names_the_field_and_what_it_takes() {
+        let e = parse("command: [x]\nretries: -1\n").unwrap_err();
+        assert!(e.starts_with("retries: "), "{e}");
+        assert!(e.contains("a whole number, 0 or more"), "{e}");
+        assert!(!e.contains("u32"), "{e}");
     }
 
     #[test]

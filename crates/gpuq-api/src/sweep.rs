@@ -160,6 +160,10 @@ pub fn parse_sweep_file(text: &str) -> Result<SweepFile, String> {
             sweep.insert(key.into(), v);
         }
     }
+    // A misspelt key (`parameter:`) is named before the "missing" it causes.
+    if let Some(why) = unknown_key(&map) {
+        return Err(why);
+    }
     for key in ["parameters", "metric", "searcher"] {
         if !sweep.contains_key(key) {
             return Err(format!(
@@ -195,6 +199,46 @@ pub fn parse_sweep_file(text: &str) -> Result<SweepFile, String> {
     })
 }
 
+/// The first top-level key that is neither a sweep key nor a job field, with
+/// the known key it is closest to.
+fn unknown_key(map: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    let schema = crate::openapi::job_spec_schema();
+    let job_fields: Vec<&str> = schema["properties"]
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let key = map.keys().find(|k| !job_fields.contains(&k.as_str()))?;
+    let near = SWEEP_KEYS
+        .iter()
+        .copied()
+        .chain(job_fields.iter().copied())
+        .map(|k| (edit_distance(key, k), k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 3))
+        .min();
+    let hint = near.map_or(String::new(), |(_, k)| format!("did you mean `{k}`? "));
+    Some(format!(
+        "unknown field `{key}`; {hint}a sweep file takes {} and the job's fields \
+         (docs/sweeps.md, docs/job-spec.schema.json)",
+        SWEEP_KEYS.join(", ")
+    ))
+}
+
+/// Levenshtein distance, for "did you mean".
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 /// Deserializes a part of the file; the error names the field's path.
 fn from_value<T: serde::de::DeserializeOwned>(
     value: serde_json::Value,
@@ -208,7 +252,7 @@ fn from_value<T: serde::de::DeserializeOwned>(
             (pre, ".") => format!("{pre}: "),
             (pre, p) => format!("{pre}.{p}: "),
         };
-        let msg = e.into_inner().to_string();
+        let msg = crate::spec_file::plain_types(&e.into_inner().to_string());
         let hint = if msg.contains("unknown field") {
             "; see docs/sweeps.md for the sweep fields and docs/job-spec.schema.json for the job's"
         } else {
@@ -248,6 +292,16 @@ mod tests {
         assert!(e.contains("budget.gpu_hours"), "{e}");
         let e = parse_sweep_file(&FILE.replace("gpu_hours", "hours")).unwrap_err();
         assert!(e.starts_with("budget"), "{e}");
+        let e = parse_sweep_file(&FILE.replace("parameters:", "parameter:")).unwrap_err();
+        assert!(
+            e.contains("unknown field `parameter`; did you mean `parameters`?"),
+            "{e}"
+        );
+        let e = parse_sweep_file(&FILE.replace("max_trials: 64", "max_trials: -1")).unwrap_err();
+        assert!(
+            e.contains("searcher.max_trials") && e.contains("whole number"),
+            "{e}"
+        );
         let e = parse_sweep_file("name: x\ncommand: [a]\n").unwrap_err();
         assert!(e.contains("parameters: missing"), "{e}");
         for junk in ["", "[", "- a", "parameters: 3", "{{{{", "metric: [1"] {

@@ -148,6 +148,10 @@ pub struct JobSpec {
     /// A container image to run the job in, with podman.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// `false`: its failure raises no `job_failed` alert, because whoever
+    /// submitted it watches it end (`gpuq doctor`'s checks). Default: it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_alert: Option<bool>,
 }
 
 /// MLflow's limits on a param: its key and its value as text.
@@ -227,6 +231,17 @@ pub const MAX_GPUS_PER_JOB: u32 = 1024;
 const MAX_NAME_LEN: usize = 200;
 
 impl JobSpec {
+    /// Whether its failure raises a `job_failed` alert: not for a shell (its
+    /// exit status is the last command typed, shown at the user's terminal),
+    /// nor for a job that says `failure_alert: false`.
+    pub fn alerts_on_failure(&self) -> bool {
+        let shell = self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.kind == crate::session::SessionKind::Shell);
+        !shell && self.failure_alert != Some(false)
+    }
+
     /// Checks what can be checked without knowing the cluster.
     pub fn validate(&self) -> Result<(), SpecError> {
         match (&self.command, &self.run) {

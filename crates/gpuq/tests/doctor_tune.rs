@@ -352,6 +352,9 @@ fn tune_finds_settings_at_least_as_fast_as_the_defaults_with_honest_figures() {
     // The best settings come back as a spec file gpuq accepts.
     let text = std::fs::read_to_string(&best_file).unwrap();
     assert!(text.starts_with("# gpuq tune of "), "{text}");
+    // YAML 1.1 readers (PyYAML) take a plain `off` for false: it is quoted.
+    assert!(text.contains("compile: \"off\""), "{text}");
+    assert!(!text.lines().any(|l| l.ends_with(": off")), "{text}");
     let v: Value = serde_yaml_ng::from_str(&text).unwrap();
     assert_eq!(v["params"]["batch_size"], r["best"]["knobs"]["batch_size"]);
     let mut c = d.cmd(&["run", best_file.to_str().unwrap()]);

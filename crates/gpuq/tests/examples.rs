@@ -60,3 +60,32 @@ fn the_example_job_spec_is_valid() {
     );
     let _ = d.gpuq(&["cancel", &id.to_string()]);
 }
+
+#[test]
+fn the_example_sweep_runs_from_a_clone_to_the_end() {
+    let d = Daemon::start("none");
+    let out = d
+        .cmd(&["sweep", "examples/sweep.yaml"])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    let id = succeeded(&out).trim().to_string();
+    let done = eventually(std::time::Duration::from_secs(240), || {
+        d.json(&["sweep", "show", &id, "--json"])["state"] != "running"
+    });
+    let s = d.json(&["sweep", "show", &id, "--json"]);
+    assert!(done, "the sweep never ended: {s}");
+    assert_eq!(s["state"], "done", "{s}");
+    let trials = s["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 9, "{s}");
+    // ASHA: the best trained to the top rung, the worst stopped early.
+    assert_eq!(
+        s["best"]["step"], 27,
+        "the best trial reached max_step: {s}"
+    );
+    assert!(s["best"]["value"].as_f64().is_some_and(|v| v < 1.0), "{s}");
+    assert!(
+        trials.iter().any(|t| t["last_step"].as_u64() < Some(27)),
+        "the worst stopped early: {s}"
+    );
+}

@@ -684,9 +684,57 @@ impl Service {
 
 /// `name` on the daemon's PATH, as an absolute path.
 fn which(name: &str) -> Option<String> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    which_in(&std::env::var_os("PATH")?, name)
+}
+
+/// `name` in the directories of a PATH value.
+fn which_in(path: &std::ffi::OsStr, name: &str) -> Option<String> {
+    std::env::split_paths(path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
         .map(|p| p.to_string_lossy().into_owned())
+}
+
+impl Service {
+    /// A job whose environment is built needs uv, found as the build will
+    /// look for it (the `[envs] uv` setting, else the daemon's PATH, else the
+    /// submitter's): without one the job is refused at submit with the fix,
+    /// not failed later by its build.
+    pub(super) fn check_uv(
+        &self,
+        spec: &JobSpec,
+        env: &BTreeMap<String, String>,
+    ) -> Result<(), gpuq_core::SpecError> {
+        if spec.python.is_none() {
+            return Ok(());
+        }
+        let fix =
+            "install it (`pip install uv`, or see https://docs.astral.sh/uv/) where jobs run, \
+                   or name it in the daemon's gpuq.toml: `uv = \"/path/to/uv\"` under [envs]";
+        match self.config.envs.uv.as_deref() {
+            Some(uv) if uv.contains('/') => {
+                if std::path::Path::new(uv).is_file() {
+                    return Ok(());
+                }
+                Err(gpuq_core::SpecError::new(
+                    "python",
+                    format!("the environment is built with uv, and the [envs] uv setting names {uv}, which does not exist: {fix}"),
+                ))
+            }
+            name => {
+                let name = name.unwrap_or("uv");
+                let found = which(name).is_some()
+                    || env
+                        .get("PATH")
+                        .is_some_and(|p| which_in(std::ffi::OsStr::new(p), name).is_some());
+                if found {
+                    return Ok(());
+                }
+                Err(gpuq_core::SpecError::new(
+                    "python",
+                    format!("the environment is built with uv, and there is no `{name}` on the daemon's PATH or yours: {fix}"),
+                ))
+            }
+        }
+    }
 }

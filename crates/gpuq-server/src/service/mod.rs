@@ -369,6 +369,7 @@ impl Service {
         let user = self.submitter(&req.user, caller)?;
         let cwd = spec.cwd.clone().unwrap_or(req.cwd);
         self.check_cwd_of(&user, &cwd)?;
+        self.check_uv(&spec, &env)?;
         let now = now_ms();
         self.check_budget(&user, &spec, now)?;
         let repro = repro::completed(req.repro, &spec, &cwd, &env);
@@ -800,7 +801,8 @@ impl Service {
                 self.account(&mut inner, &run.user, gpus, run.started_at, now);
             }
             inner.states.insert(id, out.next_state);
-            failure = (out.oom || out.next_state == JobState::Failed).then(|| {
+            let alerts = spec.alerts_on_failure();
+            failure = (alerts && (out.oom || out.next_state == JobState::Failed)).then(|| {
                 (
                     run_user.clone(),
                     out.oom,

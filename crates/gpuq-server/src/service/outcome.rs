@@ -123,6 +123,16 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
             oom: true,
         };
     }
+    if let Some(reason) = missing_image(e) {
+        return Outcome {
+            next_state: JobState::Failed,
+            reason,
+            failures: e.failures + 1,
+            eligible_at: None,
+            event: "failed",
+            oom: false,
+        };
+    }
     let failures = e.failures + 1;
     if failures <= e.spec.retries {
         let delay = retry_delay_ms(e.spec, failures);
@@ -153,6 +163,26 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
             oom: false,
         }
     }
+}
+
+/// A container job whose image is not on the node: podman refuses with exit
+/// 125 and "image not known" (jobs run with `--pull never`). Said in words, and
+/// not retried: a retry would meet the same missing image.
+fn missing_image(e: &Ended<'_>) -> Option<String> {
+    let image = e.spec.image.as_deref()?;
+    if e.record?.exit_code != Some(125) {
+        return None;
+    }
+    let said = e
+        .log_tail
+        .lines()
+        .rev()
+        .find(|l| l.contains("image not known"))?
+        .trim();
+    Some(format!(
+        "image {image} is not on this node (podman exit 125: {said}). Not retried: pull it as the job's \
+         user (`podman pull {image}`; jobs run with --pull never), then `gpuq requeue`"
+    ))
 }
 
 /// Exponential back-off: the spec's delay, doubled for each further failure, capped.

@@ -18,6 +18,8 @@ pub struct LogsArgs {
 pub async fn run(client: &Client, args: LogsArgs) -> CmdResult {
     let id = super::arrays::job_id(client, &args.id).await?;
     let job = client.job(id).await?.job;
+    // As the user names it: an array's task is `19.7`, not its internal id.
+    let id = job.reference().to_string();
     if let Some(a) = args.attempt {
         if a == 0 || a > job.attempt {
             return Err(CliError::usage(format!(
@@ -60,7 +62,7 @@ pub async fn run(client: &Client, args: LogsArgs) -> CmdResult {
             earlier.join(", ")
         );
     }
-    follow(client, id, attempt, args.follow && args.attempt.is_none()).await?;
+    follow(client, job.id, attempt, args.follow && args.attempt.is_none()).await?;
     Ok(0)
 }
 
@@ -105,7 +107,7 @@ pub async fn follow(
             if job.attempt > attempt {
                 attempt += 1;
                 offset = 0;
-                errln!("gpuq: job {id} attempt {attempt}");
+                errln!("gpuq: job {} attempt {attempt}", job.reference());
             } else {
                 // Requeued, not started again yet: the event stream says when the job
                 // next changes. The cursor starts after the last event read above (and

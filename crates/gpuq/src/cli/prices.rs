@@ -1,7 +1,7 @@
 //! `gpuq prices [--gpu MODEL]`: the price catalog the daemon uses, with sources.
 
 use super::output::{print_json, print_table, shorten};
-use super::CmdResult;
+use super::{CliError, CmdResult};
 use gpuq_api::Client;
 
 #[derive(clap::Args, Debug)]
@@ -18,6 +18,25 @@ pub struct PricesArgs {
 
 pub async fn run(client: &Client, args: PricesArgs) -> CmdResult {
     let mut rows = client.prices(args.gpu.as_deref()).await?;
+    if let (Some(gpu), true) = (&args.gpu, rows.is_empty()) {
+        // An empty table would read as "no prices at all".
+        let mut models: Vec<String> = client
+            .prices(None)
+            .await?
+            .into_iter()
+            .map(|r| r.gpu_model)
+            .collect();
+        models.sort();
+        models.dedup();
+        return Err(CliError::usage(format!(
+            "no price in the catalog matches --gpu {gpu:?}; its GPU models: {}",
+            if models.is_empty() {
+                "none (add rows with cost.catalog in gpuq.toml)".to_string()
+            } else {
+                models.join(", ")
+            }
+        )));
+    }
     if args.json {
         print_json(&rows);
         return Ok(0);

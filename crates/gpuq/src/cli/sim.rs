@@ -257,9 +257,11 @@ pub fn run(args: SimArgs) -> CmdResult {
             PolicyName::Tiresias,
         ]
     } else {
-        vec![policy_text
-            .parse()
-            .map_err(|e: String| CliError::usage(format!("--policy: {e}")))?]
+        vec![policy_text.parse().map_err(|_: String| {
+            CliError::usage(format!(
+                "--policy {policy_text:?}: use fifo, gpuq, sjf-oracle, tiresias, or all to compare them"
+            ))
+        })?]
     };
     let trace = gpuq_sim::read_trace(path).map_err(|e| CliError::usage(e.to_string()))?;
     let mut reports = Vec::new();

@@ -129,6 +129,42 @@ fn defaults(spec: &JobSpec, file: &DefaultsFile) -> Knobs {
     }
 }
 
+/// Plain scalars that YAML 1.1 readers (PyYAML, many tools) take for booleans:
+/// `compile: off` would come back as `false` there.
+const YAML11_BOOLS: [&str; 22] = [
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off",
+    "OFF", "true", "True", "TRUE", "false", "False", "FALSE",
+];
+
+/// Quotes the string values written plain that a YAML 1.1 reader would read as
+/// booleans (serde_yaml writes YAML 1.2, where `off` is a string). Real
+/// booleans are `true`/`false` and stay plain; the knobs' strings are quoted.
+fn quote_yaml11_words(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len() + 16);
+    for line in yaml.split_inclusive('\n') {
+        let body = line.trim_end_matches('\n');
+        let value_at = body.find(": ").map(|i| i + 2).or_else(|| {
+            body.trim_start()
+                .starts_with("- ")
+                .then(|| body.find("- ").unwrap() + 2)
+        });
+        match value_at {
+            Some(i)
+                if YAML11_BOOLS.contains(&&body[i..])
+                    && !matches!(&body[i..], "true" | "false") =>
+            {
+                out.push_str(&body[..i]);
+                out.push('"');
+                out.push_str(&body[i..]);
+                out.push('"');
+                out.push_str(&line[body.len()..]);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
 fn trial_spec(spec: &JobSpec, knobs: &Knobs, n: usize, memory: Option<u64>) -> JobSpec {
     let mut s = spec.clone();
     let v = serde_json::to_value(knobs).expect("knobs serialize");
@@ -291,6 +327,7 @@ pub async fn run(client: &Client, args: TuneArgs) -> CmdResult {
         };
         let yaml = serde_yaml_ng::to_string(&tuned)
             .map_err(|e| CliError::failure(format!("cannot write the tuned spec: {e}")))?;
+        let yaml = quote_yaml11_words(&yaml);
         let header = format!(
             "# gpuq tune of {}: {:.1} samples/s{}\n",
             args.spec.display(),
@@ -402,5 +439,19 @@ fn print_table(r: &Report) {
     }
     if r.budget_spent {
         outln!("the budget was spent before the search ended (--budget)");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote_yaml11_words;
+
+    #[test]
+    fn words_a_yaml_1_1_reader_takes_for_booleans_are_quoted() {
+        let text = "params:\n  amp: true\n  compile: off\n  note: offline\nargs:\n- on\n- x\n";
+        assert_eq!(
+            quote_yaml11_words(text),
+            "params:\n  amp: true\n  compile: \"off\"\n  note: offline\nargs:\n- \"on\"\n- x\n"
+        );
     }
 }

@@ -24,6 +24,10 @@ def check(id_, title, status, figure=None, detail="", fix=""):
     CHECKS.append({"id": id_, "title": title, "status": status, "figure": figure, "detail": detail, "fix": fix})
 
 
+def plural(n, noun):
+    return "%d %s%s" % (n, noun, "" if n == 1 else "s")
+
+
 def visible_devices():
     v = os.environ.get("CUDA_VISIBLE_DEVICES")
     if v is None:
@@ -77,8 +81,8 @@ def check_driver(gpus_asked, smi, nvml_cuda):
               "the driver is installed but not loaded: reboot after a driver update, or check `dmesg` for NVRM errors")
         return
     check("driver", "NVIDIA driver", "ok", smi["driver"],
-          "driver %s, supports CUDA up to %s; %d GPU(s) visible: %s"
-          % (smi["driver"], smi["cuda"], len(smi["gpus"]), ", ".join(smi["gpus"])))
+          "driver %s, supports CUDA up to %s; %s visible: %s"
+          % (smi["driver"], smi["cuda"], plural(len(smi["gpus"]), "GPU"), ", ".join(smi["gpus"])))
 
 
 def check_torch(gpus_asked, smi, nvml_cuda):
@@ -131,8 +135,8 @@ def check_cuda_devices(gpus_asked, torch):
               "%d reserved, %d seen: %s" % (want, count, ", ".join(names)))
     else:
         check("cuda_devices", "GPUs seen by PyTorch", "fail", count,
-              "%d GPU(s) reserved (CUDA_VISIBLE_DEVICES=%s) but torch.cuda.is_available() is %s and it sees %d"
-              % (want, ",".join(visible or []), available, count),
+              "%s reserved (CUDA_VISIBLE_DEVICES=%s) but torch.cuda.is_available() is %s and it sees %d"
+              % (plural(want, "GPU"), ",".join(visible or []), available, count),
               "a job that cannot see its GPUs computes on the CPU: check the driver and the torch build above")
 
 
@@ -205,8 +209,13 @@ def check_cpu_memory(gpus_asked):
     low = cores < 4 or (gib is not None and gib < 8)
     check("cpu_memory", "CPU cores and memory per GPU" if gpus_asked else "CPU cores and memory",
           "warn" if low and gpus_asked else "ok", {"cores": round(cores, 1), "memory_gib": round(gib, 1) if gib else None},
-          "%d cores and %s GiB of memory for %d GPU(s): %.1f cores and %s GiB each"
-          % (n, round(mem / GIB, 1) if mem else "?", gpus_asked, cores, round(gib, 1) if gib else "?"),
+          ("%s and %s GiB of memory for %s: %.1f cores and %s GiB each"
+           % (plural(n, "core"), round(mem / GIB, 1) if mem else "?", plural(gpus_asked, "GPU"), cores,
+              round(gib, 1) if gib else "?"))
+          if gpus_asked else
+          # A CPU job: "for 0 GPUs: 2.0 cores each" would read as nonsense.
+          "%s and %s GiB of memory (no GPU asked for; --gpus N gives the figures per GPU)"
+          % (plural(n, "core"), round(mem / GIB, 1) if mem else "?"),
           "fewer than 4 cores or 8 GiB per GPU starve the input pipeline: ask for fewer GPUs per job on this node, "
           "or move decoding to the GPU (DALI, torchvision.io.decode_jpeg on cuda)" if low and gpus_asked else "")
 
@@ -242,16 +251,16 @@ def check_data(path, seconds):
     mbs = total / elapsed / 1e6
     if elapsed < seconds and total < 64e6:
         check("data_read", "Read throughput of the data directory", "ok" if total else "warn", round(mbs, 1),
-              "%s holds only %.1f MB in %d file(s), read whole in %.2f s: too little to measure a rate"
-              % (path, total / 1e6, files, elapsed), "" if total else "nothing readable there")
+              "%s holds only %.1f MB in %s, read whole in %.2f s: too little to measure a rate"
+              % (path, total / 1e6, plural(files, "file"), elapsed), "" if total else "nothing readable there")
         return
     if total == 0:
         check("data_read", "Read throughput of the data directory", "warn", 0, "nothing readable in %s" % path)
         return
     status = "ok" if mbs >= 200 else "warn"
     check("data_read", "Read throughput of the data directory", status, round(mbs, 1),
-          "read %.0f MB from %d file(s) in %s in %.1f s: %.0f MB/s (files read once may come from the page cache)"
-          % (total / 1e6, files, path, elapsed, mbs),
+          "read %.0f MB from %s in %s in %.1f s: %.0f MB/s (files read once may come from the page cache)"
+          % (total / 1e6, plural(files, "file"), path, elapsed, mbs),
           "" if status == "ok" else "under 200 MB/s feeds a GPU slowly: copy the data set to local NVMe or /dev/shm "
           "first, or use a packed format (WebDataset, LMDB) instead of many small files")
 
