@@ -40,6 +40,21 @@ pub async fn authenticate(
         }
     }
     let found = token_caller(&ctx, &presented)?;
+    if let Some((_, Credential::JobToken)) = found {
+        // A job's token tracks its job's run; it is no way to act as the user.
+        if let Some(job) = ctx.service.job_of_token(&presented) {
+            let path = req.uri().path();
+            if let Some(why) = crate::mlflow::scope::refusal(job, req.method(), path) {
+                return Err(if crate::mlflow::is_mlflow_path(path) {
+                    ApiError::mlflow(StatusCode::FORBIDDEN, why)
+                } else {
+                    ApiError::new(StatusCode::FORBIDDEN, why)
+                });
+            }
+            req.extensions_mut()
+                .insert(crate::mlflow::scope::JobScope(job));
+        }
+    }
     let caller = found.map(|(caller, credential)| {
         req.extensions_mut().insert(credential);
         caller

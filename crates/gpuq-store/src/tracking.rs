@@ -801,15 +801,7 @@ pub(crate) fn insert_job_run(
     now: Millis,
 ) -> rusqlite::Result<()> {
     let experiment = match &spec.project {
-        Some(p) => match tx
-            .query_row("SELECT id FROM experiments WHERE name = ?1", [p], |r| {
-                r.get::<_, i64>(0)
-            })
-            .optional()?
-        {
-            Some(id) => id,
-            None => insert_experiment(tx, p, now)?,
-        },
+        Some(p) => experiment_named(tx, p, now)?,
         None => 0,
     };
     let id = job.to_string();
@@ -859,7 +851,11 @@ pub(crate) fn insert_job_run(
     Ok(())
 }
 
-/// The experiment of that name, made if missing (a sweep's, shared by sweeps of one name).
+/// The experiment a job's run is filed under (its project's; a sweep's, shared
+/// by sweeps of one name), made if missing. One a user made through the API
+/// becomes gpuq's as the first run is filed under it: otherwise whoever made
+/// it first would rename, tag or delete an experiment that holds other
+/// users' runs. From then on only admins change it; a user's deletion is undone.
 pub(crate) fn experiment_named(
     tx: &Transaction<'_>,
     name: &str,
@@ -871,7 +867,14 @@ pub(crate) fn experiment_named(
         })
         .optional()?;
     match found {
-        Some(id) => Ok(id),
+        Some(id) => {
+            tx.execute(
+                "UPDATE experiments SET owner = NULL, lifecycle_stage = 'active', updated_at = ?2 \
+                 WHERE id = ?1 AND owner IS NOT NULL",
+                params![id, now],
+            )?;
+            Ok(id)
+        }
         None => insert_experiment(tx, name, now),
     }
 }

@@ -152,11 +152,12 @@ fn parent(root: Dir, parts: &[String], create: bool, owner: (u32, u32)) -> std::
 
 pub async fn upload(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: super::scope::Writer,
     Path(path): Path<String>,
     body: Body,
 ) -> MlflowResult<Json<Value>> {
     let t = parse(&ctx, &caller, &path)?;
+    super::scope::may_write(&ctx, &caller, &t.run.id)?;
     let Some(name) = t.parts.last().cloned() else {
         return Err(MlflowError::invalid(
             "give the artifact's file name after runs/<run id>/",
@@ -301,10 +302,11 @@ pub async fn list(
 
 pub async fn remove(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: super::scope::Writer,
     Path(path): Path<String>,
 ) -> MlflowResult<Json<Value>> {
     let t = parse(&ctx, &caller, &path)?;
+    super::scope::may_write(&ctx, &caller, &t.run.id)?;
     let Some(name) = t.parts.last().cloned() else {
         return Err(MlflowError::invalid(
             "give the artifact's path after runs/<run id>/ (a run's whole artifact root is not deleted)",

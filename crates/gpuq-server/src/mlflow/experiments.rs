@@ -35,19 +35,25 @@ fn load(ctx: &AppState, id: i64) -> MlflowResult<ExperimentRow> {
         .ok_or_else(|| MlflowError::not_found(format!("No Experiment with id={id} exists")))
 }
 
-/// Whoever made an experiment (or an admin) may change it; a project's and the
-/// Default experiment belong to the admins.
+/// Whoever made an experiment (or an admin) may change it; a project's, a
+/// sweep's and the Default experiment belong to the admins, including one a
+/// user made before the first job's run was filed under it (the store takes it over).
 fn writable(ctx: &AppState, caller: &Caller, id: i64) -> MlflowResult<ExperimentRow> {
     let e = load(ctx, id)?;
     if caller.admin || e.owner.as_deref() == Some(caller.user.as_str()) {
         return Ok(e);
     }
-    Err(MlflowError::denied(format!(
-        "experiment {id} ({}) was made by {}; only its maker or an admin may change it, and you are {}",
-        e.name,
-        e.owner.as_deref().unwrap_or("gpuq (a project's experiment)"),
-        caller.user
-    )))
+    Err(MlflowError::denied(match e.owner.as_deref() {
+        Some(maker) => format!(
+            "experiment {id} ({}) was made by {maker}; only its maker or an admin may change it, and you are {}",
+            e.name, caller.user
+        ),
+        None => format!(
+            "experiment {id} ({}) is gpuq's: it holds jobs' runs (a project's, a sweep's or the Default), \
+             so only an admin may change it, and you are {}",
+            e.name, caller.user
+        ),
+    }))
 }
 
 #[derive(Deserialize)]

@@ -7,14 +7,18 @@
 //!
 //! Permissions: every caller reads runs; a run and its artifacts are written
 //! (its artifacts read) only by its user, never by an admin acting for them;
-//! an experiment is changed by whoever made it, or an admin. One file per group of endpoints.
+//! an experiment is changed by whoever made it, or an admin, until a job's run
+//! is filed under it (a project's or a sweep's name): then by admins only.
+//! `gpuq.*` tags are the daemon's, and a run nests (`mlflow.parentRunId`) only
+//! under its own user's runs. A job's token writes only its job's run and the
+//! runs nested under it (`scope`). One file per group of endpoints.
 
 mod artifacts;
 mod experiments;
 mod history;
 mod runs;
+pub mod scope;
 
-use crate::identity::Caller;
 use crate::routes::AppState;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -352,15 +356,16 @@ pub fn load_run(ctx: &AppState, id: &str) -> MlflowResult<RunRow> {
 }
 
 /// A run the caller may write: their own (the daemon's own account may write
-/// any). An admin manages the queue but never writes as someone else, so an
+/// any), and with a job's token only that job's run and the runs nested under
+/// it. An admin manages the queue but never writes as someone else, so an
 /// admin's token cannot put words, metrics or files in another user's run.
-pub fn writable_run(ctx: &AppState, caller: &Caller, id: &str) -> MlflowResult<()> {
+pub fn writable_run(ctx: &AppState, caller: &scope::Writer, id: &str) -> MlflowResult<()> {
     let user = ctx
         .service
         .with_tracking(|t| t.run_user(id))?
         .ok_or_else(|| MlflowError::not_found(format!("Run with id={id} not found")))?;
     if caller.owner || caller.user == user {
-        return Ok(());
+        return scope::may_write(ctx, caller, id);
     }
     Err(MlflowError::denied(format!(
         "run {id} belongs to {user}; only its user may change it, and you are {}",

@@ -2,6 +2,7 @@
 //! (log-metric, log-parameter, set-tag, delete-tag, log-batch).
 
 use super::experiments::view_shows;
+use super::scope::{self, Writer};
 use super::{
     body, de_i64, de_value, load_run, new_run_id, page_token, parse_page_token, query_one,
     query_pairs, required, run_info_json, run_json, writable_run, KeyValue, MlflowError,
@@ -10,7 +11,7 @@ use super::{
 use crate::identity::Caller;
 use crate::routes::AppState;
 use axum::extract::{RawQuery, State};
-use axum::{Extension, Json};
+use axum::Json;
 use gpuq_core::tracking::search::{self, RunRecord};
 use gpuq_store::tracking::{Batch, MetricIn, NewRun, RunRow, RunUpdate};
 use serde::Deserialize;
@@ -59,7 +60,7 @@ pub struct CreateRequest {
 
 pub async fn create(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: Writer,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
     let req: CreateRequest = body(&raw)?;
@@ -75,6 +76,8 @@ pub async fn create(
         .filter(|t| t.key != "mlflow.user")
         .map(|t| (t.key, t.value.unwrap_or_default()))
         .collect();
+    check_reserved(&ctx, &caller, &tags)?;
+    scope::may_create(&ctx, &caller, &tags)?;
     let name = req.run_name.filter(|n| !n.is_empty()).or_else(|| {
         tags.iter()
             .find(|(k, _)| k == "mlflow.runName")
@@ -117,7 +120,7 @@ pub struct UpdateRequest {
 
 pub async fn update(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: Writer,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
     let req: UpdateRequest = body(&raw)?;
@@ -140,7 +143,7 @@ pub async fn update(
 
 pub async fn delete(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: Writer,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
     lifecycle(ctx, caller, raw, "deleted")
@@ -148,7 +151,7 @@ pub async fn delete(
 
 pub async fn restore(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: Writer,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
     lifecycle(ctx, caller, raw, "active")
@@ -156,7 +159,7 @@ pub async fn restore(
 
 fn lifecycle(
     ctx: AppState,
-    caller: Caller,
+    caller: Writer,
     raw: axum::body::Bytes,
     stage: &str,
 ) -> MlflowResult<Json<Value>> {
@@ -294,7 +297,7 @@ pub struct LogMetricRequest {
 
 pub async fn log_metric(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: Writer,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
     let req: LogMetricRequest = body(&raw)?;
@@ -317,7 +320,7 @@ pub struct KeyValueRequest {
 
 pub async fn log_param(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: Writer,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
     log_key_value(&ctx, &caller, &raw, |kv| Batch {
@@ -328,7 +331,7 @@ pub async fn log_param(
 
 pub async fn set_tag(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: Writer,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
     log_key_value(&ctx, &caller, &raw, |kv| Batch {
@@ -340,7 +343,7 @@ pub async fn set_tag(
 /// One param or tag, as log-parameter and set-tag carry it.
 fn log_key_value(
     ctx: &AppState,
-    caller: &Caller,
+    caller: &Writer,
     raw: &[u8],
     batch: impl FnOnce((String, String)) -> Batch,
 ) -> MlflowResult<Json<Value>> {
@@ -357,12 +360,15 @@ fn log_key_value(
 
 pub async fn delete_tag(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: Writer,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
     let req: KeyValueRequest = body(&raw)?;
     let id = req.run.id()?.to_string();
     required(Some(&req.key), "key")?;
+    if is_gpuq_tag(&req.key) {
+        return Err(reserved(&req.key));
+    }
     writable_run(&ctx, &caller, &id)?;
     ctx.service
         .with_tracking_mut(|t| t.delete_tag(&id, &req.key))?;
@@ -383,7 +389,7 @@ pub struct BatchRequest {
 
 pub async fn log_batch(
     State(ctx): State<AppState>,
-    Extension(caller): Extension<Caller>,
+    caller: Writer,
     raw: axum::body::Bytes,
 ) -> MlflowResult<Json<Value>> {
     let req: BatchRequest = body(&raw)?;
@@ -408,12 +414,49 @@ pub async fn log_batch(
 }
 
 /// A batch checked against MLflow's limits, then written whole to a run the caller may write.
-fn write(ctx: &AppState, caller: &Caller, id: &str, batch: &Batch) -> MlflowResult<Json<Value>> {
+fn write(ctx: &AppState, caller: &Writer, id: &str, batch: &Batch) -> MlflowResult<Json<Value>> {
     gpuq_store::tracking::check_batch(batch)?;
+    check_reserved(ctx, caller, &batch.tags)?;
     writable_run(ctx, caller, id)?;
     // mlflow.user names the run's gpuq user; a client's own idea of it is dropped.
     let mut batch = batch.clone();
     batch.tags.retain(|(k, _)| k != "mlflow.user");
     ctx.service.with_tracking_mut(|t| t.log_batch(id, &batch))?;
     Ok(Json(json!({})))
+}
+
+/// `gpuq.*` tags are the daemon's: a run's job, sweep and trial, which gpuq
+/// reads back; nobody sets or deletes them through the API.
+fn is_gpuq_tag(key: &str) -> bool {
+    key.get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("gpuq."))
+}
+
+fn reserved(key: &str) -> MlflowError {
+    MlflowError::invalid(format!(
+        "Invalid value for parameter 'key': the tag '{key}' is reserved (gpuq sets the gpuq.* tags: \
+         a run's job, sweep and trial); choose a key outside gpuq.*"
+    ))
+}
+
+/// Refuses the reserved tags: any `gpuq.*`, and an `mlflow.parentRunId` that
+/// would nest the run under a run that is not the caller's.
+fn check_reserved(ctx: &AppState, caller: &Caller, tags: &[(String, String)]) -> MlflowResult<()> {
+    for (key, value) in tags {
+        if is_gpuq_tag(key) {
+            return Err(reserved(key));
+        }
+        if key == "mlflow.parentRunId" {
+            let user = ctx.service.with_tracking(|t| t.run_user(value))?;
+            if !(caller.owner || user.as_deref() == Some(caller.user.as_str())) {
+                let whose = user.map_or_else(|| "no run".to_string(), |u| format!("a run of {u}"));
+                return Err(MlflowError::invalid(format!(
+                    "Invalid value for parameter 'mlflow.parentRunId': a run nests only under a run \
+                     of its own user ({}); {value:?} is {whose}",
+                    caller.user
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -119,6 +119,11 @@ impl Service {
         })
     }
 
+    /// The job a genuine job token was made for (whether or not it still runs).
+    pub fn job_of_token(&self, presented: &str) -> Option<JobId> {
+        self.link.verify(presented)
+    }
+
     /// What a job's environment gets for tracking. A variable the spec sets
     /// itself wins (a job may log to another MLflow server on purpose); the
     /// submitter's ambient MLFLOW_* are replaced.
