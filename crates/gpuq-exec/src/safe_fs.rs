@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn cstr(name: &std::ffi::OsStr) -> std::io::Result<CString> {
     CString::new(name.as_bytes())
@@ -452,35 +452,128 @@ fn wait_for(
 /// How long `can_enter_as` waits for a directory to answer.
 const ENTER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Checks that no account but `uid` (or root) can change what `path` names: the
-/// path and every directory above it belong to `uid` or root, and none is
-/// writable by group or others, except a sticky directory such as /tmp (where
-/// nobody can rename another's entry). The same rule as OpenSSH's StrictModes.
+/// Checks that no account but `uid` (or root) can change what `path` names: every
+/// directory and link the path passes through as written, and every one it is
+/// led to, belongs to `uid` or root, and none is writable by group or others,
+/// except a sticky directory such as /tmp (where nobody can rename another's
+/// entry). The same rule as OpenSSH's StrictModes, applied to the route as well
+/// as to where it ends: a link in a labmate's directory would otherwise decide
+/// where root reads and writes.
 pub fn check_trusted(path: &Path, uid: u32) -> Result<(), String> {
+    walk(path, uid, false).map(|_| ())
+}
+
+/// Makes the directory `path` and any missing above it, checking every
+/// component as `check_trusted` does before using it and each new directory
+/// after making it (a name someone else took first is refused, not entered).
+/// For a root process given a path a user may influence (GPUQ_HOME). Returns
+/// the path resolved.
+pub fn make_trusted_dir(path: &Path, uid: u32) -> Result<PathBuf, String> {
+    walk(path, uid, true)
+}
+
+/// Links followed in one walk before it is called a loop (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
+/// Resolves `path` one component at a time as the kernel would, checking each
+/// directory and link on the way (`make`: creating missing directories).
+fn walk(path: &Path, uid: u32, make: bool) -> Result<PathBuf, String> {
+    use std::collections::VecDeque;
+    use std::path::Component;
+    let shown = path.display();
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| format!("{shown}: {e}"))?
+            .join(path)
+    };
+    let mut todo: VecDeque<std::ffi::OsString> = VecDeque::new();
+    let push_parts = |p: &Path, todo: &mut VecDeque<std::ffi::OsString>| {
+        let parts: Vec<_> = p
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        for part in parts.into_iter().rev() {
+            todo.push_front(part);
+        }
+    };
+    push_parts(&absolute, &mut todo);
+    let root = PathBuf::from("/");
+    let meta = std::fs::symlink_metadata(&root).map_err(|e| format!("/: {e}"))?;
+    check_entry(&root, &meta, uid, todo.is_empty())?;
+    let mut at = root;
+    let mut links = 0;
+    while let Some(part) = todo.pop_front() {
+        if part == ".." {
+            // `at` holds no link, so its parent is what `..` names.
+            at.pop();
+            continue;
+        }
+        let next = at.join(&part);
+        let meta = match std::fs::symlink_metadata(&next) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && make => {
+                match std::fs::create_dir(&next) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                        return Err(format!("cannot create {}: {e}", next.display()))
+                    }
+                    _ => std::fs::symlink_metadata(&next),
+                }
+            }
+            other => other,
+        }
+        .map_err(|e| format!("{}: {e}", next.display()))?;
+        if meta.file_type().is_symlink() {
+            use std::os::unix::fs::MetadataExt;
+            if meta.uid() != uid && meta.uid() != 0 {
+                return Err(format!(
+                    "{} is a link that belongs to uid {}, not to root: whoever owns it decides where it \
+                     leads; give the real path",
+                    next.display(),
+                    meta.uid()
+                ));
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(format!("{shown}: too many levels of links"));
+            }
+            let target =
+                std::fs::read_link(&next).map_err(|e| format!("{}: {e}", next.display()))?;
+            if target.is_absolute() {
+                at = PathBuf::from("/");
+            }
+            push_parts(&target, &mut todo);
+            continue;
+        }
+        check_entry(&next, &meta, uid, todo.is_empty())?;
+        at = next;
+    }
+    Ok(at)
+}
+
+/// One directory or file on a trusted route: `uid`'s or root's, and writable
+/// by no one else (a sticky directory on the way is fine).
+fn check_entry(p: &Path, meta: &std::fs::Metadata, uid: u32, last: bool) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
-    let path = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut at = Some(path.as_path());
-    let mut first = true;
-    while let Some(p) = at {
-        let meta = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        if meta.uid() != uid && meta.uid() != 0 {
-            return Err(format!(
-                "{} belongs to uid {}, not to root: anyone who owns it could change what the daemon reads",
-                p.display(),
-                meta.uid()
-            ));
-        }
-        let sticky = meta.mode() & 0o1000 != 0;
-        if meta.mode() & 0o022 != 0 && !(meta.is_dir() && sticky && !first) {
-            return Err(format!(
-                "{} is writable by group or others (mode {:o}): `chmod go-w {}`",
-                p.display(),
-                meta.mode() & 0o7777,
-                p.display()
-            ));
-        }
-        first = false;
-        at = p.parent();
+    if meta.uid() != uid && meta.uid() != 0 {
+        return Err(format!(
+            "{} belongs to uid {}, not to root: anyone who owns it could change what the daemon reads",
+            p.display(),
+            meta.uid()
+        ));
+    }
+    let sticky = meta.mode() & 0o1000 != 0;
+    if meta.mode() & 0o022 != 0 && !(meta.is_dir() && sticky && !last) {
+        return Err(format!(
+            "{} is writable by group or others (mode {:o}): `chmod go-w {}`",
+            p.display(),
+            meta.mode() & 0o7777,
+            p.display()
+        ));
     }
     Ok(())
 }
@@ -533,6 +626,37 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only");
         assert!(dir.create("zero", true).is_err());
         assert!(Dir::open(&t.path().join("link")).is_err());
+    }
+
+    #[test]
+    fn every_link_on_the_way_is_checked_not_only_where_it_leads() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        // SAFETY: getuid cannot fail.
+        let me = unsafe { libc::getuid() };
+        let real = t.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink("real/../real", &link).unwrap();
+        // A link of one's own is followed, and what it leads to is checked.
+        let made = make_trusted_dir(&link.join("home/sub"), me).unwrap();
+        assert_eq!(made, real.join("home/sub"));
+        assert!(real.join("home/sub").is_dir());
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = make_trusted_dir(&link.join("more"), me).unwrap_err();
+        assert!(err.contains("writable by group or others"), "{err}");
+        assert!(!real.join("more").exists());
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Another account's link decides where it leads: refused, nothing made.
+        let (owner, checker) = if me == 0 { (4242, 0) } else { (me, me + 1) };
+        if me == 0 {
+            std::os::unix::fs::lchown(&link, Some(owner), None).unwrap();
+        }
+        let err = make_trusted_dir(&link.join("other"), checker).unwrap_err();
+        assert!(err.contains("belongs to uid"), "{err}");
+        assert!(!real.join("other").exists());
+        assert!(check_trusted(&link.join("home"), checker).is_err());
     }
 
     #[test]

@@ -159,6 +159,17 @@ fn json_worth_compressing(
 
 pub fn run(mut opts: ServerOptions) -> Result<()> {
     raise_descriptor_limit();
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        // Root makes nothing before every component of the path is checked: a
+        // link in a labmate's directory would choose where root creates its home.
+        gpuq_exec::safe_fs::make_trusted_dir(&opts.home, 0).map_err(|e| {
+            anyhow::anyhow!(
+                "GPUQ_HOME {} is not safe for a daemon run as root: {e}",
+                opts.home.display()
+            )
+        })?;
+    }
     std::fs::create_dir_all(&opts.home)
         .with_context(|| format!("cannot create GPUQ_HOME {}", opts.home.display()))?;
     // Absolute and without links from here on: the supervisors and every record

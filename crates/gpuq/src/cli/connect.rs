@@ -85,7 +85,25 @@ async fn say_started(client: &Client, home: &std::path::Path, pid: u32) {
     }
 }
 
+/// As root, makes GPUQ_HOME only along a route no other account controls
+/// (every component checked, links included), else refuses with exit status 2.
+pub fn check_root_home(home: &std::path::Path) -> Result<(), CliError> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    gpuq_exec::safe_fs::make_trusted_dir(home, 0)
+        .map(|_| ())
+        .map_err(|e| {
+            CliError::usage(format!(
+                "GPUQ_HOME {} is not safe for a daemon run as root: {e}",
+                home.display()
+            ))
+        })
+}
+
 fn start_daemon(home: &std::path::Path) -> Result<u32, CliError> {
+    check_root_home(home)?;
     std::fs::create_dir_all(home)
         .map_err(|e| CliError::failure(format!("cannot create {}: {e}", home.display())))?;
     let log_path = home::daemon_log(home);

@@ -42,6 +42,7 @@ pub fn run(args: ServerArgs) -> CmdResult {
         .parse()
         .map_err(|e: gpuq_gpu::GpuSourceError| CliError::usage(e.to_string()))?;
     let home = home::resolve_home();
+    super::connect::check_root_home(&home)?;
     let config = gpuq_server::config::Config::load(args.config.as_deref(), &home)
         .map_err(CliError::usage)?;
     let pricing = gpuq_server::pricing::Pricing::resolve(&config.cost).map_err(CliError::usage)?;
