@@ -10,7 +10,7 @@
 //! [scheduler]
 //! fair_share_half_life = "7d"   # how fast past usage is forgotten
 //! default_max_gpus = 4          # per user, at once
-//! default_max_queued = 1000     # per user
+//! default_max_queued = 10000    # per user, queued or held (the default)
 //! slots = 32                    # jobs at once on this node
 //!
 //! [users.alice]
@@ -462,6 +462,9 @@ pub enum WebhookFormat {
     Dingtalk,
 }
 
+/// Jobs a user may have queued when gpuq.toml does not say.
+pub const DEFAULT_MAX_QUEUED: u32 = 10_000;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerConfig {
@@ -650,11 +653,19 @@ impl Config {
         self.users.get(user).map(|u| u.share).unwrap_or(1.0)
     }
 
-    pub fn max_queued(&self, user: &str) -> Option<u32> {
-        self.users
-            .get(user)
-            .and_then(|u| u.max_queued)
-            .or(self.scheduler.default_max_queued)
+    /// Most jobs `user` may have queued (pending or held; an array counts its
+    /// tasks), and the key of gpuq.toml that sets it. Never unbounded: one user's
+    /// flood of submits slows every listing and every pass for everyone.
+    pub fn max_queued(&self, user: &str) -> (u32, String) {
+        if let Some(n) = self.users.get(user).and_then(|u| u.max_queued) {
+            return (n, format!("[users.{user}] max_queued"));
+        }
+        (
+            self.scheduler
+                .default_max_queued
+                .unwrap_or(DEFAULT_MAX_QUEUED),
+            "[scheduler] default_max_queued".into(),
+        )
     }
 }
 
@@ -670,7 +681,8 @@ mod tests {
         .unwrap();
         assert_eq!(c.scheduler.fair_share_half_life.as_millis(), 86_400_000);
         assert_eq!((c.share("alice"), c.share("bob")), (2.0, 1.0));
-        assert_eq!(c.max_queued("alice"), Some(3));
+        assert_eq!(c.max_queued("alice").0, 3);
+        assert_eq!(c.max_queued("bob").0, DEFAULT_MAX_QUEUED);
         assert_eq!(c.projects["nlp"].max_gpus, Some(6));
     }
 

@@ -81,3 +81,61 @@ fn quotas_cap_gpus_at_once_and_queued_jobs() {
         assert_eq!(d.wait(id)["state"], "succeeded");
     }
 }
+
+#[test]
+fn one_users_flood_stops_at_the_default_queue_cap_and_others_still_submit() {
+    // Nothing about queues in gpuq.toml: the default cap applies. (Users are labels.)
+    let d = Daemon::start_with_config("sim:1", "single_user = true\n");
+    d.ok(&["drain"]);
+    // An array counts its tasks: 10,000 of them fill the default in one submit.
+    submit_array_as(&d, "alice", "0-9999");
+    let one_more = d.post_job(r#"{"spec":{"command":["true"]},"cwd":"/tmp","user":"alice"}"#);
+    assert!(
+        one_more.contains(
+            "alice already has 10000 queued jobs, the most allowed (10000) by `[scheduler] default_max_queued` in gpuq.toml"
+        ),
+        "{one_more}"
+    );
+    // The command line says the same with exit status 2 (its user is another label).
+    let me = d.json(&["whoami", "--json"])["user"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mine = submit_array_as(&d, &me, "0-9999");
+    let out = d.gpuq(&["submit", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("default_max_queued"),
+        "{}",
+        stderr(&out)
+    );
+    // Held jobs still count; cancelling makes room.
+    d.ok(&["hold", &format!("{mine}.5")]);
+    assert_eq!(d.gpuq(&["submit", "--", "true"]).status.code(), Some(2));
+    d.ok(&["cancel", &format!("{mine}.5")]);
+    d.ok(&["submit", "--", "true"]);
+    // Another user is not held back by their floods.
+    let bob = d.submit_as("bob", 0, &["true"]);
+    assert_eq!(d.show(bob)["state"], "queued");
+    // What everyone waits on: one listing with 20,000 jobs queued.
+    let started = std::time::Instant::now();
+    d.ok(&["ls"]);
+    eprintln!(
+        "gpuq ls with 20,001 queued jobs: {} ms",
+        started.elapsed().as_millis()
+    );
+}
+
+/// Submits an array of `true` as `user` through the API; the array's id.
+fn submit_array_as(d: &Daemon, user: &str, array: &str) -> u64 {
+    let body = serde_json::json!({
+        "spec": { "command": ["true"], "array": array },
+        "cwd": "/tmp",
+        "user": user,
+    });
+    let answer = d.post_job(&body.to_string());
+    serde_json::from_str::<serde_json::Value>(&answer)
+        .ok()
+        .and_then(|v| v["id"].as_u64())
+        .unwrap_or_else(|| panic!("the array was refused: {answer}"))
+}

@@ -28,15 +28,22 @@ pub(super) fn jobs_in(spec: &JobSpec) -> u32 {
 
 /// The answer to a submit over a queued-jobs quota: `who` has `queued` queued,
 /// the submit adds `adding`, at most `limit` are allowed.
-pub(super) fn over_queued_quota(who: &str, queued: u32, adding: u32, limit: u32) -> String {
+pub(super) fn over_queued_quota(
+    who: &str,
+    queued: u32,
+    adding: u32,
+    limit: u32,
+    key: &str,
+) -> String {
     if adding == 1 {
         format!(
-            "{who} already has {queued} queued jobs, the most allowed ({limit}); wait for some to start or cancel some"
+            "{who} already has {queued} queued jobs, the most allowed ({limit}) by `{key}` in gpuq.toml; \
+             wait for some to start or cancel some"
         )
     } else {
         format!(
-            "{who} has {queued} queued jobs and this array adds {adding} tasks, more than the {limit} allowed; \
-             submit fewer tasks (--array …), or wait for some to start or cancel some"
+            "{who} has {queued} queued jobs and this array adds {adding} tasks, more than the {limit} allowed \
+             by `{key}` in gpuq.toml; submit fewer tasks (--array …), or wait for some to start or cancel some"
         )
     }
 }

@@ -375,13 +375,12 @@ impl Service {
         let repro = repro::completed(req.repro, &spec, &cwd, &env);
         let job = {
             let mut inner = self.lock();
-            if let Some(limit) = self.config.max_queued(&user) {
-                let queued = inner.pending.values().filter(|p| *p.user == *user).count() as u32;
-                if queued + adding > limit {
-                    return Err(ServiceError::Quota(arrays::over_queued_quota(
-                        &user, queued, adding, limit,
-                    )));
-                }
+            let (limit, key) = self.config.max_queued(&user);
+            let queued = inner.pending.values().filter(|p| *p.user == *user).count() as u32;
+            if queued.saturating_add(adding) > limit {
+                return Err(ServiceError::Quota(arrays::over_queued_quota(
+                    &user, queued, adding, limit, &key,
+                )));
             }
             if let Some((project, limit)) = spec
                 .project
@@ -399,6 +398,7 @@ impl Service {
                         queued,
                         adding,
                         limit,
+                        &format!("[projects.{project}] max_queued"),
                     )));
                 }
             }

@@ -321,7 +321,8 @@ impl Service {
         }
         // A queue quota or a job budget refuses trials as it would refuse jobs;
         // the sweep waits rather than fails.
-        if let Some(limit) = self.config.max_queued(&row.user) {
+        {
+            let (limit, _) = self.config.max_queued(&row.user);
             let queued = self
                 .lock()
                 .pending
