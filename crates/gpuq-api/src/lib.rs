@@ -291,14 +291,19 @@ pub struct AutostopStatus {
     pub idle_since: Option<i64>,
 }
 
-/// `POST /v1/autostop`
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+/// `POST /v1/autostop`: a partial update; a field left out keeps its current
+/// value (else gpuq.toml's `[autostop]`), and an unknown field is refused.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AutostopRequest {
-    /// A duration such as `30m`, or `off`.
-    pub idle_after: String,
+    /// A duration such as `30m`, or `off`; needed when autostop is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_after: Option<String>,
+    /// One of the commands gpuq.toml allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
-    #[serde(default)]
-    pub dry_run: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
 }
 
 /// `GET /v1/schedules`: each schedule and its next runs.

@@ -87,59 +87,63 @@ pub async fn set_autostop(
             ));
         }
     }
-    let cfg = if req.idle_after.trim() == "off" {
-        None
-    } else {
-        let idle_after: DurationSpec = req
-            .idle_after
-            .parse()
-            .map_err(|e| bad("idle_after", format!("{e}")))?;
-        let current = ctx.service.autostop_status();
-        let warn_before = DurationSpec::from_millis(
-            current
-                .warn_before
-                .parse::<DurationSpec>()
-                .map(|d| d.as_millis())
-                .unwrap_or(300_000)
-                .min(idle_after.as_millis() / 2),
-        );
-        // The daemon runs only commands its config names: the request may choose
-        // one of them, never bring its own.
-        let allowed = ctx.service.allowed_autostop_commands();
-        if let Some(asked) = &req.command {
-            if !allowed.iter().any(|c| c == asked) {
-                return Err(bad(
-                    "command",
-                    if allowed.is_empty() {
-                        "the daemon runs only commands its gpuq.toml names ([autostop] command or \
-                         commands), and it names none; without --command the queue is drained"
-                            .to_string()
-                    } else {
-                        format!(
-                            "{asked:?} is not one of the commands gpuq.toml allows: {}",
-                            allowed
-                                .iter()
-                                .map(|c| format!("{c:?}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    },
-                ));
-            }
+    // A partial update: what the request leaves out keeps its current value
+    // (or gpuq.toml's when autostop is off).
+    let base = ctx.service.autostop_base();
+    let idle_after = match (req.idle_after.as_deref().map(str::trim), &base) {
+        (Some("off"), _) => return Ok(Json(ctx.service.set_autostop(None)?)),
+        (Some(raw), _) => raw
+            .parse::<DurationSpec>()
+            .map_err(|e| bad("idle_after", format!("{e}")))?,
+        (None, Some(b)) if ctx.service.autostop_status().idle_after.is_some() => b.idle_after,
+        (None, _) => {
+            return Err(bad(
+                "idle_after",
+                "autostop is off: give the idle time that turns it on (e.g. \"30m\")".into(),
+            ))
         }
-        Some(AutostopConfig {
-            idle_after,
-            util_percent: current.util_percent,
-            warn_before,
-            // Without --command: the current one, else gpuq.toml's.
-            command: req
-                .command
-                .or(current.command)
-                .or_else(|| ctx.service.configured_autostop_command()),
-            commands: Vec::new(),
-            dry_run: req.dry_run,
-        })
     };
+    let warn_before = DurationSpec::from_millis(
+        base.as_ref()
+            .map_or(300_000, |b| b.warn_before.as_millis())
+            .min(idle_after.as_millis() / 2),
+    );
+    // The daemon runs only commands its config names: the request may choose
+    // one of them, never bring its own.
+    let allowed = ctx.service.allowed_autostop_commands();
+    if let Some(asked) = &req.command {
+        if !allowed.iter().any(|c| c == asked) {
+            return Err(bad(
+                "command",
+                if allowed.is_empty() {
+                    "the daemon runs only commands its gpuq.toml names ([autostop] command or \
+                     commands), and it names none; without --command the queue is drained"
+                        .to_string()
+                } else {
+                    format!(
+                        "{asked:?} is not one of the commands gpuq.toml allows: {}",
+                        allowed
+                            .iter()
+                            .map(|c| format!("{c:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                },
+            ));
+        }
+    }
+    let cfg = Some(AutostopConfig {
+        idle_after,
+        util_percent: base.as_ref().map_or(5.0, |b| b.util_percent),
+        warn_before,
+        command: req
+            .command
+            .or_else(|| base.as_ref().and_then(|b| b.command.clone())),
+        commands: Vec::new(),
+        dry_run: req
+            .dry_run
+            .unwrap_or_else(|| base.as_ref().is_some_and(|b| b.dry_run)),
+    });
     Ok(Json(ctx.service.set_autostop(cfg)?))
 }
 

@@ -370,3 +370,64 @@ fn advice_names_cheaper_cards_and_the_figures_behind_its_hints() {
     let text = d.ok(&["advise", &id.to_string()]);
     assert!(text.contains("cheapest run first"), "{text}");
 }
+
+/// POSTs `body` to /v1/autostop with the daemon's token: (status, reply).
+fn post_autostop(d: &Daemon, body: &str) -> (u16, Value) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-w", "\n%{http_code}", "-X", "POST", "-H"])
+        .arg(format!("authorization: Bearer {}", d.token().trim()))
+        .args([
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            body,
+        ])
+        .arg(format!("{}/v1/autostop", d.url))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (reply, code) = text.rsplit_once('\n').unwrap();
+    (
+        code.trim().parse().unwrap(),
+        serde_json::from_str(reply).unwrap_or(Value::String(reply.into())),
+    )
+}
+
+#[test]
+fn an_autostop_change_keeps_what_it_does_not_name_and_refuses_unknown_fields() {
+    let d = Daemon::start_with_config(
+        "sim:1",
+        "[autostop]\nidle_after = \"1h\"\nwarn_before = \"10m\"\ncommand = \"true\"\ndry_run = true\n",
+    );
+    let shown = |s: &Value| {
+        (
+            s["idle_after"].as_str().map(str::to_string),
+            s["dry_run"].as_bool(),
+            s["command"].as_str().map(str::to_string),
+        )
+    };
+    let is =
+        |after: &str, dry: bool| (Some(after.to_string()), Some(dry), Some("true".to_string()));
+    // Changing the idle time alone keeps the config's dry run and command.
+    let (code, s) = post_autostop(&d, r#"{"idle_after":"2h"}"#);
+    assert_eq!(code, 200, "{s}");
+    assert_eq!(shown(&s), is("2h", true), "{s}");
+    assert_eq!(s["warn_before"], "10m", "{s}");
+    // A misspelt field is refused by name, and nothing changes.
+    let (code, s) = post_autostop(&d, r#"{"idle_after":"3h","dryrun":false}"#);
+    assert_eq!(code, 400, "{s}");
+    assert!(s["error"].as_str().unwrap().contains("dryrun"), "{s}");
+    assert_eq!(shown(&d.json(&["autostop", "--json"])), is("2h", true));
+    // The command line changes only what it is given.
+    let s = d.json(&["autostop", "--dry-run=false", "--json"]);
+    assert_eq!(shown(&s), is("2h", false), "{s}");
+    let s = d.json(&["autostop", "30m", "--json"]);
+    assert_eq!(shown(&s), is("30m", false), "{s}");
+    // Off, then on again: what gpuq.toml says comes back; nothing to keep is no default.
+    assert!(d.ok(&["autostop", "off"]).contains("off"));
+    let (code, s) = post_autostop(&d, r#"{"dry_run":false}"#);
+    assert_eq!(code, 400, "{s}");
+    assert!(s["error"].as_str().unwrap().contains("idle_after"), "{s}");
+    let s = d.json(&["autostop", "45m", "--json"]);
+    assert_eq!(shown(&s), is("45m", true), "{s}");
+}

@@ -402,6 +402,15 @@ impl Service {
             .and_then(|a| a.command.clone())
     }
 
+    /// What a partial `POST /v1/autostop` starts from: the setting in force,
+    /// else gpuq.toml's `[autostop]` (also when an earlier request turned it off).
+    pub fn autostop_base(&self) -> Option<AutostopConfig> {
+        self.housekeeping()
+            .autostop
+            .clone()
+            .or_else(|| self.config.autostop.clone())
+    }
+
     /// `gpuq autostop 30m` / `off`: persisted, overrides `[autostop]` of the config.
     pub fn set_autostop(
         &self,

@@ -7,30 +7,31 @@ use gpuq_api::{AutostopRequest, AutostopStatus, Client};
 
 #[derive(clap::Args, Debug)]
 pub struct AutostopArgs {
-    /// Idle time before acting (e.g. 30m), or `off`. Without it: show the setting.
+    /// Idle time before acting (e.g. 30m), or `off`. Without it (and without
+    /// --command or --dry-run): show the setting.
     idle_after: Option<String>,
     /// What to run when idle (e.g. "sudo shutdown -h now"); without one the queue is drained.
     #[arg(long)]
     command: Option<String>,
-    /// Warn and say what would run, but run nothing.
-    #[arg(long)]
-    dry_run: bool,
+    /// Warn and say what would run, but run nothing (`--dry-run=false` turns it
+    /// off). What is not given keeps its current value.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    dry_run: Option<bool>,
     #[arg(long)]
     json: bool,
 }
 
 pub async fn run(client: &Client, args: AutostopArgs) -> CmdResult {
-    let status = match &args.idle_after {
-        None => client.autostop().await?,
-        Some(idle_after) => {
-            client
-                .set_autostop(&AutostopRequest {
-                    idle_after: idle_after.clone(),
-                    command: args.command.clone(),
-                    dry_run: args.dry_run,
-                })
-                .await?
-        }
+    let status = if args.idle_after.is_none() && args.command.is_none() && args.dry_run.is_none() {
+        client.autostop().await?
+    } else {
+        client
+            .set_autostop(&AutostopRequest {
+                idle_after: args.idle_after.clone(),
+                command: args.command.clone(),
+                dry_run: args.dry_run,
+            })
+            .await?
     };
     if args.json {
         print_json(&status);
