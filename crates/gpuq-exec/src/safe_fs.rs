@@ -254,6 +254,7 @@ impl Dir {
                 name,
                 kind,
                 size: st.st_size.max(0) as u64,
+                modified_ms: st.st_mtime * 1000 + st.st_mtime_nsec / 1_000_000,
             });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -300,6 +301,8 @@ pub struct Entry {
     pub name: String,
     pub kind: EntryKind,
     pub size: u64,
+    /// Last modification, ms since the epoch (of the entry itself, never a link's target).
+    pub modified_ms: i64,
 }
 
 /// Gives a file we opened to `uid`/`gid`; nothing to do when it is ours already.

@@ -145,6 +145,7 @@ fn slurm_record(status: Option<&SlurmStatus>, killed: bool, now: i64) -> Option<
         exit_code,
         signal,
         spawn_error: None,
+        cannot_start: false,
         ended_at_ms: now,
     };
     let said = status.and_then(|s| {

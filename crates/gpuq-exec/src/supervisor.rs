@@ -26,6 +26,11 @@ pub struct ExitRecord {
     /// Set when the command could not be started at all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawn_error: Option<String>,
+    /// The command can never start as given (not found, not executable, its
+    /// directory gone): a retry would fail the same way. An exit status, even
+    /// a shell's 127, never sets this.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cannot_start: bool,
     pub ended_at_ms: i64,
 }
 
@@ -36,7 +41,16 @@ impl ExitRecord {
             exit_code: None,
             signal: None,
             spawn_error: Some(why),
+            cannot_start: false,
             ended_at_ms: at_ms,
+        }
+    }
+
+    /// The record of a command that can never start as given (see `cannot_start`).
+    pub fn cannot_start(why: String, at_ms: i64) -> Self {
+        Self {
+            cannot_start: true,
+            ..Self::spawn_failed(why, at_ms)
         }
     }
 
@@ -234,7 +248,12 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
         if let Err(e) = enter_as(cwd, s.credentials.as_ref()) {
             let why = format!("cannot enter the working directory {}: {e}", cwd.display());
             say!("gpuq: {why}");
-            return finish(&dir, attempt, ExitRecord::spawn_failed(why, now_ms()));
+            let record = if permanent(&e) {
+                ExitRecord::cannot_start(why, now_ms())
+            } else {
+                ExitRecord::spawn_failed(why, now_ms())
+            };
+            return finish(&dir, attempt, record);
         }
     }
     let credentials = s.credentials.clone();
@@ -260,12 +279,13 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
     }
     let record = match cmd.spawn() {
         Err(e) => {
-            say!("gpuq: cannot start {program:?}: {e}");
-            ExitRecord {
-                exit_code: Some(127),
-                signal: None,
-                spawn_error: Some(format!("{program}: {e}")),
-                ended_at_ms: now_ms(),
+            // Reported as what it is, not as exit 127: the job never ran.
+            let why = exec_error(program, &e, job_env.as_ref());
+            say!("gpuq: cannot start: {why}");
+            if permanent(&e) {
+                ExitRecord::cannot_start(why, now_ms())
+            } else {
+                ExitRecord::spawn_failed(why, now_ms())
             }
         }
         Ok(mut child) => {
@@ -310,11 +330,66 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
                 exit_code: status.and_then(|s| s.code()),
                 signal: status.and_then(|s| s.signal()),
                 spawn_error: None,
+                cannot_start: false,
                 ended_at_ms: now_ms(),
             }
         }
     };
     finish(&dir, attempt, record)
+}
+
+/// An error that starting again would meet again (as opposed to a lack of
+/// memory or processes for the moment).
+fn permanent(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ENOENT
+                | libc::ENOTDIR
+                | libc::EACCES
+                | libc::EPERM
+                | libc::ENOEXEC
+                | libc::EISDIR
+                | libc::ELOOP
+                | libc::ENAMETOOLONG
+        )
+    )
+}
+
+/// Why `program` did not start, in words a user acts on.
+fn exec_error(
+    program: &str,
+    e: &std::io::Error,
+    env: Option<&std::collections::BTreeMap<String, String>>,
+) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) if !program.contains('/') => {
+            // `python` where only `python3` is installed: name the one that exists.
+            let path = env
+                .and_then(|env| env.get("PATH").cloned())
+                .or_else(|| std::env::var("PATH").ok())
+                .unwrap_or_default();
+            let near = format!("{program}3");
+            let exists = std::env::split_paths(&path).any(|d| d.join(&near).is_file());
+            let hint = if exists && matches!(program, "python" | "pip") {
+                format!("; did you mean `{near}`?")
+            } else {
+                String::new()
+            };
+            format!("`{program}`: command not found (no such file in PATH){hint}")
+        }
+        Some(libc::ENOENT) => {
+            format!("`{program}`: no such file (or its `#!` interpreter is missing)")
+        }
+        Some(libc::EACCES) => {
+            format!("`{program}`: permission denied (not executable? `chmod +x {program}`)")
+        }
+        Some(libc::ENOEXEC) => {
+            format!("`{program}`: not an executable (a script needs a `#!` line)")
+        }
+        Some(libc::EISDIR) => format!("`{program}`: is a directory"),
+        _ => format!("`{program}`: {e}"),
+    }
 }
 
 /// Removes the attempt's container with the job's rights: SIGKILL reaches

@@ -12,6 +12,14 @@
 //! default_max_gpus = 4          # per user, at once
 //! default_max_queued = 10000    # per user, queued or held (the default)
 //! slots = 32                    # jobs at once on this node
+//! requeue_delay = "1s"          # a job's exit 75 (requeue me): its next start waits this long,
+//! requeue_max_delay = "10m"     # doubled for each requeue in a row without progress, up to this
+//! max_requeues_without_progress = 10  # then it fails (no new checkpoint file, no new metric)
+//!
+//! [server]                      # the daemon's own settings (a `gpuq server` flag wins)
+//! gpus = "sim:4"                # auto (NVML), none, or sim:N [default: auto]
+//! listen = "127.0.0.1:8585"
+//! log_max_size = "16M"          # $GPUQ_HOME/daemon.log is rotated to daemon.log.1 beyond this
 //!
 //! [users.alice]
 //! share = 2                     # twice bob's share of the GPUs
@@ -117,6 +125,8 @@ pub struct Config {
     pub min_job_uid: Option<u32>,
     #[serde(default)]
     pub scheduler: SchedulerConfig,
+    #[serde(default)]
+    pub server: ServerConfig,
     #[serde(default)]
     pub users: BTreeMap<String, UserConfig>,
     #[serde(default)]
@@ -475,6 +485,54 @@ pub struct SchedulerConfig {
     pub slots: Option<u32>,
     /// Most tasks in one job array (at most, and by default, 10,000).
     pub max_array_tasks: Option<u32>,
+    /// A job that exits 75 (asks to be requeued) starts again after this delay…
+    #[serde(default = "default_requeue_delay")]
+    pub requeue_delay: DurationSpec,
+    /// …doubled for each requeue in a row without progress, up to this.
+    #[serde(default = "default_requeue_max_delay")]
+    pub requeue_max_delay: DurationSpec,
+    /// Requeues in a row without progress (no new file in its checkpoint
+    /// directory, no new metric) before the job fails: a job that only ever
+    /// exits 75 would otherwise start again forever.
+    #[serde(default = "default_requeues_without_progress")]
+    pub max_requeues_without_progress: u32,
+}
+
+fn default_requeue_delay() -> DurationSpec {
+    DurationSpec::from_secs(1)
+}
+fn default_requeue_max_delay() -> DurationSpec {
+    DurationSpec::from_secs(600)
+}
+fn default_requeues_without_progress() -> u32 {
+    10
+}
+
+/// `[server]`: the daemon's own settings, for a daemon started without flags
+/// (by hand, by systemd, or by the first command that finds none running).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// auto (NVML), none, or sim:N.
+    pub gpus: Option<String>,
+    pub listen: Option<std::net::SocketAddr>,
+    /// `daemon.log` is renamed to `daemon.log.1` once it grows beyond this.
+    #[serde(default = "default_daemon_log_max_size")]
+    pub log_max_size: gpuq_core::MemSize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            gpus: None,
+            listen: None,
+            log_max_size: default_daemon_log_max_size(),
+        }
+    }
+}
+
+fn default_daemon_log_max_size() -> gpuq_core::MemSize {
+    "16M".parse().expect("a size")
 }
 
 impl Default for SchedulerConfig {
@@ -485,6 +543,9 @@ impl Default for SchedulerConfig {
             default_max_queued: None,
             slots: None,
             max_array_tasks: None,
+            requeue_delay: default_requeue_delay(),
+            requeue_max_delay: default_requeue_max_delay(),
+            max_requeues_without_progress: default_requeues_without_progress(),
         }
     }
 }

@@ -50,7 +50,14 @@ pub struct ServerOptions {
     /// Where the config is (or would be): named in messages that ask for a change.
     pub config_path: PathBuf,
     pub pricing: crate::pricing::Pricing,
+    /// Called once the home is checked and locked, before anything is logged:
+    /// the caller's logging and records of this daemon (a daemon refused
+    /// because another serves the home must not touch them).
+    pub on_start: Option<OnStart>,
 }
+
+/// See `ServerOptions::on_start`; given the (resolved) home.
+pub type OnStart = Box<dyn FnOnce(&std::path::Path) -> Result<()> + Send>;
 
 pub fn router(ctx: Arc<AppContext>) -> Router {
     let api = Router::new()
@@ -188,6 +195,9 @@ pub fn run(mut opts: ServerOptions) -> Result<()> {
         })?;
     }
     let _lock = lock_home(&opts.home)?;
+    if let Some(on_start) = opts.on_start.take() {
+        on_start(&opts.home)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

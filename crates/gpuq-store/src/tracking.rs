@@ -627,6 +627,18 @@ impl Tracking {
         })
     }
 
+    /// When the job's run last logged a metric (its latest point's time, ms),
+    /// or `None` before its first: a requeue without a new metric made no progress.
+    pub fn last_metric_time(&self, job: JobId) -> TrackingResult<Option<i64>> {
+        let at: Option<i64> = self.conn.query_row(
+            "SELECT MAX(s.last_time) FROM metric_series s JOIN runs r ON s.run_id = r.id \
+             WHERE r.job_id = ?1 AND s.count > 0",
+            [job],
+            |r| r.get(0),
+        )?;
+        Ok(at)
+    }
+
     /// How far a job's metrics file has been read.
     pub fn metrics_file_offset(&self, job: JobId) -> TrackingResult<u64> {
         let off: Option<i64> = self

@@ -525,7 +525,11 @@ fn exit_75_requeues_with_the_checkpoints_and_costs_no_retry(b: &Backend) {
     );
     let first = &job["attempts"][0];
     assert_eq!(first["exit_code"], 75, "{job}");
-    assert_eq!(first["reason"], "requeued by the job (exit 75)", "{job}");
+    // Its checkpoint is progress: queued again after the base back-off alone.
+    assert_eq!(
+        first["reason"], "requeued by the job (exit 75); starts again after 1s",
+        "{job}"
+    );
     assert!(events(&job).contains(&"requeued"), "{job}");
     assert_eq!(
         d.ok(&["logs", &id.to_string(), "--attempt", "1"]),

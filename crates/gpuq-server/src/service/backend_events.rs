@@ -138,6 +138,7 @@ impl Service {
                         exit_code: Some(super::outcome::EXIT_REQUEUE),
                         signal: None,
                         spawn_error: None,
+                        cannot_start: false,
                         ended_at_ms: now_ms(),
                     })
                 }

@@ -110,10 +110,18 @@ impl Service {
                 "waits: the queue is drained for maintenance; `gpuq undrain` starts jobs again"
                     .into()
             }
-            WaitReason::BackOff { until } => format!(
-                "is a retry waiting out its back-off until {}",
-                clock(*until, now)
-            ),
+            WaitReason::BackOff { until } => {
+                // What ended the last attempt: a crash is retried, exit 75 requeued.
+                let until = clock(*until, now);
+                match inner.store.job(id)?.and_then(|j| j.reason) {
+                    Some(r) if r.starts_with("requeued by the job") => {
+                        let what = r.split(';').next().unwrap_or(&r);
+                        format!("is {what}, waiting out its back-off until {until}")
+                    }
+                    Some(r) => format!("is a retry waiting out its back-off until {until} ({r})"),
+                    None => format!("is a retry waiting out its back-off until {until}"),
+                }
+            }
             WaitReason::UserQuota { user, used, limit } => {
                 format!(
                     "waits: {user} already uses {used} of a quota of {} at once",

@@ -737,6 +737,9 @@ impl Service {
         } else {
             self.job_dir(id).log_tail(attempt, LOG_TAIL_BYTES)
         };
+        // Exit 75 asks for a requeue: whether it made progress paces the next start.
+        let requeued = record.is_some_and(|r| r.exit_code == Some(outcome::EXIT_REQUEUE));
+        let progress = requeued.then(|| self.last_progress_ms(id)).flatten();
         // A sweep trial that reached its rung pauses rather than ends.
         let trial = self.trial_of(id);
         let pause = trial
@@ -758,6 +761,11 @@ impl Service {
                     Err(e) => return Err(e),
                 },
             };
+            let stalled_requeues = if requeued {
+                outcome::stalled_requeues(&inner.store.attempts(id)?, attempt, progress)
+            } else {
+                0
+            };
             let out = outcome::classify(&outcome::Ended {
                 record,
                 stop: stop.as_ref(),
@@ -766,6 +774,8 @@ impl Service {
                 log_tail: &log_tail,
                 now,
                 began: run.began,
+                stalled_requeues,
+                requeue: outcome::RequeuePolicy::of(&self.config.scheduler),
             });
             let mut out = out;
             let mut held_by = None;

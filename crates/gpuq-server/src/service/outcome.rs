@@ -2,7 +2,7 @@
 //! a retry after a back-off, a requeue, or a final failure, with the reason in words.
 
 use super::stop::{Stop, StopCause, StopStep};
-use gpuq_core::{JobSpec, JobState, Millis};
+use gpuq_core::{Attempt, JobId, JobSpec, JobState, Millis};
 use gpuq_exec::ExitRecord;
 
 /// Exit status a job uses to ask to be queued again (EX_TEMPFAIL); not a failure.
@@ -36,6 +36,35 @@ pub struct Outcome {
     pub oom: bool,
 }
 
+/// How requeues by exit 75 are paced and bounded (`[scheduler]` in gpuq.toml):
+/// a job that only ever exits 75 would otherwise start again in a hot loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequeuePolicy {
+    pub delay_ms: u64,
+    pub max_delay_ms: u64,
+    /// Requeues in a row without progress allowed; the next such exit fails the job.
+    pub max_without_progress: u32,
+}
+
+impl RequeuePolicy {
+    pub fn of(config: &crate::config::SchedulerConfig) -> Self {
+        Self {
+            delay_ms: config.requeue_delay.as_millis(),
+            max_delay_ms: config.requeue_max_delay.as_millis(),
+            max_without_progress: config.max_requeues_without_progress,
+        }
+    }
+
+    /// The delay after the `stalled`-th requeue in a row without progress
+    /// (0: this one made progress): the base delay, doubled for each, capped.
+    pub fn delay_ms(&self, stalled: u32) -> u64 {
+        let factor = 1u64 << stalled.saturating_sub(1).min(20);
+        self.delay_ms
+            .saturating_mul(factor)
+            .min(self.max_delay_ms.max(self.delay_ms))
+    }
+}
+
 /// Everything the classification looks at.
 pub struct Ended<'a> {
     pub record: Option<&'a ExitRecord>,
@@ -47,6 +76,10 @@ pub struct Ended<'a> {
     pub now: Millis,
     /// It had begun to run (false: it ended while waiting in the backend's queue).
     pub began: bool,
+    /// Requeues by exit 75 in a row since the job last made progress, this
+    /// attempt's included (0: this attempt wrote a checkpoint or a metric).
+    pub stalled_requeues: u32,
+    pub requeue: RequeuePolicy,
 }
 
 pub fn classify(e: &Ended<'_>) -> Outcome {
@@ -101,12 +134,23 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
     if exit_code == Some(0) && signal.is_none() {
         return keep(JobState::Succeeded, how, "succeeded");
     }
-    if exit_code == Some(EXIT_REQUEUE) {
-        return keep(
-            JobState::Queued,
-            "requeued by the job (exit 75)".into(),
-            "requeued",
-        );
+    if let Some(why) = e
+        .record
+        .filter(|r| r.cannot_start)
+        .and_then(|r| r.spawn_error.as_deref())
+    {
+        // The same command would fail the same way on every retry: say why at once.
+        return Outcome {
+            failures: e.failures + 1,
+            ..keep(
+                JobState::Failed,
+                format!("cannot start: {why}. Not retried: fix the command, then `gpuq requeue`"),
+                "failed",
+            )
+        };
+    }
+    if exit_code == Some(EXIT_REQUEUE) && signal.is_none() {
+        return requeued_by_the_job(e);
     }
     if let Some(marker) = OOM_MARKERS.iter().find(|m| e.log_tail.contains(*m)) {
         return Outcome {
@@ -165,6 +209,43 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
     }
 }
 
+/// Exit 75: queued again after a back-off that grows while the job makes no
+/// progress, and failed once it has been requeued too often without any.
+fn requeued_by_the_job(e: &Ended<'_>) -> Outcome {
+    let stalled = e.stalled_requeues;
+    let max = e.requeue.max_without_progress;
+    if stalled > max {
+        return Outcome {
+            next_state: JobState::Failed,
+            reason: format!(
+                "requeued {} without progress: no new checkpoint or metric, and it exited 75 again; \
+                 not requeued further (max_requeues_without_progress in gpuq.toml)",
+                gpuq_core::plural(max.into(), "time")
+            ),
+            failures: e.failures + 1,
+            eligible_at: None,
+            event: "failed",
+            oom: false,
+        };
+    }
+    let delay = e.requeue.delay_ms(stalled);
+    let stalled_note = match stalled {
+        0 | 1 => String::new(),
+        n => format!(", {n} in a row without a new checkpoint or metric"),
+    };
+    Outcome {
+        next_state: JobState::Queued,
+        reason: format!(
+            "requeued by the job (exit 75{stalled_note}); starts again after {}",
+            gpuq_core::DurationSpec::from_millis(delay.max(1))
+        ),
+        failures: e.failures,
+        eligible_at: (delay > 0).then_some(e.now + delay as i64),
+        event: "requeued",
+        oom: false,
+    }
+}
+
 /// A container job whose image is not on the node: podman refuses with exit
 /// 125 and "image not known" (jobs run with `--pull never`). Said in words, and
 /// not retried: a retry would meet the same missing image.
@@ -183,6 +264,40 @@ fn missing_image(e: &Ended<'_>) -> Option<String> {
         "image {image} is not on this node (podman exit 125: {said}). Not retried: pull it as the job's \
          user (`podman pull {image}`; jobs run with --pull never), then `gpuq requeue`"
     ))
+}
+
+/// Exits 75 in a row that end `attempts` (`ending`, still open in the store,
+/// is one) and began after the job last made progress (`progress`, ms).
+pub fn stalled_requeues(attempts: &[Attempt], ending: u32, progress: Option<Millis>) -> u32 {
+    let after_progress = |a: &Attempt| progress.is_none_or(|p| a.started_at > p);
+    let mut n = 0;
+    for a in attempts.iter().rev() {
+        let requeued =
+            a.attempt == ending || (a.exit_code == Some(EXIT_REQUEUE) && a.signal.is_none());
+        if !(requeued && after_progress(a)) {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+impl super::Service {
+    /// When the job last made progress: the newest entry of its checkpoint
+    /// directory (not following links: the job's user owns it), or its latest
+    /// metric. `None`: never.
+    pub(super) fn last_progress_ms(&self, id: JobId) -> Option<Millis> {
+        let checkpoint = gpuq_exec::safe_fs::Dir::open(self.job_dir(id).root())
+            .and_then(|root| root.dir("checkpoints"))
+            .and_then(|d| d.entries())
+            .ok()
+            .and_then(|entries| entries.iter().map(|e| e.modified_ms).max());
+        let metric = self
+            .with_tracking(|t| t.last_metric_time(id))
+            .ok()
+            .flatten();
+        checkpoint.max(metric)
+    }
 }
 
 /// Exponential back-off: the spec's delay, doubled for each further failure, capped.
@@ -216,6 +331,7 @@ mod tests {
             exit_code: Some(code),
             signal: None,
             spawn_error: None,
+            cannot_start: false,
             ended_at_ms: 0,
         }
     }
@@ -240,6 +356,8 @@ mod tests {
             log_tail: log,
             now: 1000,
             began: true,
+            stalled_requeues: 0,
+            requeue: POLICY,
         })
     }
 
@@ -261,13 +379,119 @@ mod tests {
         );
     }
 
+    const POLICY: RequeuePolicy = RequeuePolicy {
+        delay_ms: 1000,
+        max_delay_ms: 5000,
+        max_without_progress: 3,
+    };
+
+    fn requeue(stalled: u32) -> Outcome {
+        let record = exit(75);
+        let spec = spec(0);
+        classify(&Ended {
+            record: Some(&record),
+            stop: None,
+            spec: &spec,
+            failures: 0,
+            log_tail: "",
+            now: 1000,
+            began: true,
+            stalled_requeues: stalled,
+            requeue: POLICY,
+        })
+    }
+
     #[test]
-    fn exit_75_requeues_without_counting() {
+    fn exit_75_requeues_without_counting_a_failure_after_a_back_off() {
         let o = classify_exit(75, 0, 0, "");
         assert_eq!(
             (o.next_state, o.failures, o.eligible_at),
-            (JobState::Queued, 0, None)
+            (JobState::Queued, 0, Some(2000))
         );
+        // Without progress the delay doubles (capped), then the job fails with the reason.
+        let delays: Vec<_> = (1..=3).map(|n| requeue(n).eligible_at).collect();
+        assert_eq!(delays, [Some(2000), Some(3000), Some(5000)]);
+        assert_eq!(requeue(3).event, "requeued");
+        let out = requeue(4);
+        assert_eq!((out.next_state, out.event), (JobState::Failed, "failed"));
+        assert!(
+            out.reason
+                .starts_with("requeued 3 times without progress: no new checkpoint or metric"),
+            "{}",
+            out.reason
+        );
+        assert_eq!(POLICY.delay_ms(40), 5000);
+    }
+
+    #[test]
+    fn requeues_in_a_row_are_counted_since_the_last_progress() {
+        let attempt = |n: u32, started_at: i64, exit_code: Option<i32>| Attempt {
+            job_id: 1,
+            attempt: n,
+            node: "n".into(),
+            gpus: vec![],
+            started_at,
+            ended_at: None,
+            exit_code,
+            signal: None,
+            reason: None,
+            gpu_usage: None,
+            rate_per_hour: None,
+            slurm_job_id: None,
+        };
+        // Attempt 3 is ending (still open in the store); 1 failed, 2 exited 75.
+        let mut attempts = vec![
+            attempt(1, 100, Some(1)),
+            attempt(2, 200, Some(75)),
+            attempt(3, 300, None),
+        ];
+        assert_eq!(stalled_requeues(&attempts, 3, None), 2);
+        assert_eq!(stalled_requeues(&attempts, 3, Some(250)), 1);
+        assert_eq!(
+            stalled_requeues(&attempts, 3, Some(300)),
+            0,
+            "a checkpoint now"
+        );
+        attempts[0].exit_code = Some(75);
+        assert_eq!(stalled_requeues(&attempts, 3, Some(50)), 3);
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_fails_at_once_with_the_cause() {
+        let record = ExitRecord::cannot_start("`pythonx`: command not found".into(), 0);
+        let s = spec(5);
+        let o = classify(&Ended {
+            record: Some(&record),
+            stop: None,
+            spec: &s,
+            failures: 0,
+            log_tail: "",
+            now: 0,
+            began: true,
+            stalled_requeues: 0,
+            requeue: POLICY,
+        });
+        assert_eq!((o.next_state, o.eligible_at), (JobState::Failed, None));
+        assert!(
+            o.reason
+                .starts_with("cannot start: `pythonx`: command not found"),
+            "{}",
+            o.reason
+        );
+        // A launch that failed for the moment (no memory, no processes) is still retried.
+        let transient = ExitRecord::spawn_failed("fork: EAGAIN".into(), 0);
+        let o = classify(&Ended {
+            record: Some(&transient),
+            stop: None,
+            spec: &s,
+            failures: 0,
+            log_tail: "",
+            now: 0,
+            began: true,
+            stalled_requeues: 0,
+            requeue: POLICY,
+        });
+        assert_eq!(o.next_state, JobState::Queued);
     }
 
     #[test]
@@ -293,6 +517,7 @@ mod tests {
             exit_code: None,
             signal: Some(9),
             spawn_error: None,
+            cannot_start: false,
             ended_at_ms: 0,
         };
         let stop = Stop {
@@ -307,6 +532,8 @@ mod tests {
             failures: 0,
             log_tail: "",
             began: true,
+            stalled_requeues: 0,
+            requeue: POLICY,
             now: 0,
         });
         assert_eq!(o.next_state, JobState::Cancelled);
@@ -322,6 +549,8 @@ mod tests {
             failures: 1,
             log_tail: "",
             began: true,
+            stalled_requeues: 0,
+            requeue: POLICY,
             now: 0,
         });
         let waiting = classify(&Ended {
@@ -331,6 +560,8 @@ mod tests {
             failures: 0,
             log_tail: "",
             began: false,
+            stalled_requeues: 0,
+            requeue: POLICY,
             now: 0,
         });
         assert_eq!(

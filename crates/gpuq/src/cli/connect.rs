@@ -118,7 +118,10 @@ fn start_daemon(home: &std::path::Path) -> Result<u32, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failure(format!("cannot find the gpuq binary: {e}")))?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(["server", "--gpus", "auto"])
+    // `--autostart`: what gpuq.toml leaves open is what the home's last daemon
+    // ran with (its simulated GPUs, say), not the defaults. Its stderr is the
+    // log too, for what goes wrong before the daemon opens the log itself.
+    cmd.args(["server", "--autostart"])
         .env("GPUQ_HOME", home)
         .stdin(Stdio::null())
         .stdout(log)

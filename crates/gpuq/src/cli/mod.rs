@@ -14,6 +14,8 @@ mod compare;
 mod completions;
 mod connect;
 mod cost;
+mod daemon_log;
+mod daemon_settings;
 mod dashboard;
 mod doctor;
 mod drain;

@@ -85,11 +85,10 @@ pub struct SubmitArgs {
     /// A spec file (job.yaml, .yml, .json), or the command and its arguments.
     /// `--` before the command is optional: everything from the command's name
     /// on is the command's, flags included.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "SPEC.yaml | [--] CMD ARGS"
-    )]
+    // No `allow_hyphen_values`: a mistyped flag before the command (`--gpu 2`)
+    // must be refused with clap's "did you mean", not queued as the command; a
+    // command that itself starts with `-` follows `--`.
+    #[arg(trailing_var_arg = true, value_name = "SPEC.yaml | [--] CMD ARGS")]
     command: Vec<String>,
 }
 

@@ -219,8 +219,13 @@ impl Daemon {
         self.spawn();
     }
 
+    /// What the daemon logged: its stderr (the start, a panic) and its log file
+    /// (`daemon.log`, after the older `daemon.log.1`).
     pub fn daemon_log(&self) -> String {
-        std::fs::read_to_string(self.home.as_path().join("test-daemon.log")).unwrap_or_default()
+        ["test-daemon.log", "daemon.log.1", "daemon.log"]
+            .iter()
+            .map(|name| std::fs::read_to_string(self.home.join(name)).unwrap_or_default())
+            .collect()
     }
 
     pub fn path(&self) -> &Path {
