@@ -254,7 +254,7 @@ pub struct CostRow {
     /// absent when no attempt of the row was sampled.
     pub used_gpu_hours: Option<f64>,
     pub attempts: u32,
-    /// Hours of attempts that ran without a price.
+    /// GPU-hours (GPUs held × time, as `gpu_hours`) of attempts that ran without a price.
     pub unpriced_hours: f64,
 }
 

@@ -30,6 +30,10 @@ pub struct SessionStatus {
     pub clients: u32,
     /// Kernels running code now.
     pub busy_kernels: u32,
+    /// The utilisation of its busiest GPU when that keeps the session in use
+    /// (at or above the idle threshold); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_busy_percent: Option<f64>,
     /// `--idle-stop`, in ms (`None`: never stopped for being idle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_stop_ms: Option<u64>,

@@ -12,6 +12,7 @@ import * as sweeps from './js/sweeps.js';
 import * as cost from './js/cost.js';
 import * as alerts from './js/alerts.js';
 import * as sessions from './js/sessions.js';
+import * as run from './js/run.js';
 
 const PAGES = {
   queue: { mount: queue.mount, nav: 'queue' },
@@ -22,6 +23,8 @@ const PAGES = {
   cost: { mount: cost.mount, nav: 'cost' },
   alerts: { mount: alerts.mount, nav: 'alerts' },
   sessions: { mount: sessions.mount, nav: 'sessions' },
+  // The MLflow client's "View run" link: #/experiments/E/runs/R.
+  experiments: { mount: run.mount, nav: 'queue' },
 };
 const NAV = ['queue', 'gpus', 'sweeps', 'cost', 'sessions', 'alerts'];
 
@@ -32,7 +35,7 @@ export function parseHash(hash) {
   const parts = path.split('/').filter(Boolean).map((p) => { try { return decodeURIComponent(p); } catch (e) { return p; } });
   let name = parts[0] || 'queue';
   if (!Object.hasOwn(PAGES, name)) name = 'notfound';
-  return { name, arg: parts[1] ?? null, params: new URLSearchParams(query), hash: '#/' + raw };
+  return { name, arg: parts[1] ?? null, parts, params: new URLSearchParams(query), hash: '#/' + raw };
 }
 
 const app = {

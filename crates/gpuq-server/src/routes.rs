@@ -263,10 +263,11 @@ pub async fn show(
     let mut job = redact(ctx.service.job(id)?, &caller);
     ctx.service
         .add_live_state(&mut job, gpuq_api::home::now_ms());
-    let (attempts, events) = ctx
+    let (mut attempts, events) = ctx
         .service
         .with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;
     let gpu_usage = ctx.service.job_gpu_usage(&job, &attempts);
+    ctx.service.add_running_attempt_usage(&job, &mut attempts);
     Ok(Json(JobDetail {
         job,
         attempts,

@@ -22,7 +22,9 @@ let leaving = false;
 export function toLogin() {
   if (!leaving) {
     leaving = true;
-    location.replace('/login');
+    // Back to this page after logging in (a "View run" link opened without a session).
+    const here = /^#\/[^#]*$/.test(location.hash || '') ? location.hash : '';
+    location.replace('/login' + here);
   }
 }
 

@@ -50,6 +50,14 @@ export function ema(values, alpha) {
   });
 }
 
+// uPlot's points.show as a function: a series with one value (a metric logged
+// once) would otherwise draw nothing at all.
+function lonePoint(u, si) {
+  let n = 0;
+  for (const v of u.data[si] || []) if (v != null && ++n > 1) return false;
+  return n === 1;
+}
+
 // A chart in `box` (an element), redrawn to the box's width.
 // spec: {series: [{label, color, width, points, dash, scale, fill}], data, height,
 //        time (x in epoch seconds), xLog, yLog, yRange, bars, axes: {x, y, y2: {label, fmt}}}
@@ -67,7 +75,8 @@ export function chart(box, spec) {
       scale: s.scale || 'y',
       spanGaps: s.spanGaps ?? false,
       value: s.fmt ? (u, v) => (v == null ? '—' : s.fmt(v)) : undefined,
-      points: { show: !!s.points, size: s.points ? 6 : 4, fill: color, stroke: color },
+      // A line needs two points: a series with a single value draws it as a dot.
+      points: { show: s.points ? true : lonePoint, size: 6, fill: color, stroke: color },
     };
     if (s.dash) one.dash = s.dash;
     if (s.fill) one.fill = s.fill;

@@ -5,6 +5,9 @@ import { get, qs } from './api.js';
 import { chart, destroyAll } from './charts.js';
 import { t } from './i18n.js';
 
+// What the charts measure: dollars once anything has a price, else GPU-hours.
+const unit = (priced) => (priced ? t('cost.unit.usd') : t('cost.unit.gpuHours'));
+
 // GPU-hours on an axis: enough digits that small figures stay apart.
 const hourTicks = (v) => num(v, Math.abs(v) < 0.1 ? 3 : Math.abs(v) < 10 ? 2 : 1);
 
@@ -102,10 +105,10 @@ export function mount(root, route, app) {
     clear(byDay, box);
     charts.push(chart(box, {
       time: true, bars: true, height: 220, xRange: [rows[0].x - 43200, rows[rows.length - 1].x + 43200],
-      series: [{ label: priced ? t('col.cost') : t('cost.gpuHours'), color: '#2563eb', fmt: priced ? (v) => '$' + num(v, 2) : (v) => num(v, 2) }],
+      series: [{ label: unit(priced), color: '#2563eb', fmt: priced ? (v) => '$' + num(v, 2) : (v) => num(v, 2) }],
       data: [rows.map((r) => r.x), rows.map((r) => r.v)],
       yRange: (u, lo, hi) => [0, (hi || 1) * 1.15],
-      axes: { y: { fmt: priced ? (v) => '$' + num(v, v < 10 ? 2 : 0) : hourTicks } },
+      axes: { y: { label: unit(priced), fmt: priced ? (v) => '$' + num(v, v < 10 ? 2 : 0) : hourTicks } },
     }));
   }
 
@@ -142,7 +145,7 @@ export function mount(root, route, app) {
       series: labels.map((label) => ({ label, fmt, points: xs.length < 40, line: true, width: 2 })),
       data: [xs, ...lines],
       yRange: (u, lo, hi) => [0, (hi || 1) * 1.15],
-      axes: { y: { fmt: priced ? (v) => '$' + num(v, v < 10 ? 2 : 0) : hourTicks } },
+      axes: { y: { label: unit(priced), fmt: priced ? (v) => '$' + num(v, v < 10 ? 2 : 0) : hourTicks } },
     }));
   }
 

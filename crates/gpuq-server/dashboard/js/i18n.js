@@ -5,6 +5,8 @@ export const LANGS = [['en', 'English'], ['zh-CN', '中文']];
 
 const en = {
   'nav.label': 'Sections', 'nav.queue': 'Queue', 'nav.gpus': 'GPUs', 'nav.sweeps': 'Sweeps', 'nav.cost': 'Cost', 'nav.alerts': 'Alerts', 'nav.sessions': 'Sessions',
+  'run.title': 'Run {id}', 'run.experimentOnly': 'Experiment {id}: its runs are jobs, in the queue (filter by project).', 'run.info': 'Run',
+  'run.name': 'Name', 'run.experiment': 'Experiment', 'run.key': 'Key', 'run.value': 'Value', 'run.step': 'Step', 'run.metrics': 'Latest metrics', 'run.tags': 'Tags',
   'nav.job': 'Job', 'nav.sweep': 'Sweep',
   'lang.label': 'Language', logout: 'Log out', admin: 'admin', loading: 'Loading…', notfound: 'Page not found', close: 'Close',
   yes: 'yes', perHour: '/h', 'unit.gpuh': 'GPU-h', 'live.title': 'Live updates (event stream)',
@@ -60,7 +62,7 @@ const en = {
   'alert.gpu_xid': 'XID error', 'alert.gpu_lost': 'GPU lost', 'alert.job_failed': 'job failed', 'alert.job_oom': 'out of memory',
   'alert.budget': 'budget', 'alert.node_idle': 'node idle', 'alert.session_idle': 'session idle',
   'sessions.help': 'Notebooks (gpuq notebook) and shells (gpuq shell) on reserved GPUs. An idle one (no code ran, no client connected, its GPUs idle) is stopped after its idle stop.',
-  'sessions.starting': 'starting', 'sessions.idle': 'idle {span}', 'sessions.stops': 'stops in {span}', 'sessions.in_use': 'in use',
+  'sessions.starting': 'starting', 'sessions.idle': 'idle {span}', 'sessions.stops': 'stops in {span}', 'sessions.in_use': 'in use', 'sessions.by_clients': '{n} clients', 'sessions.by_clients.one': '1 client', 'sessions.by_kernels': '{n} kernels running', 'sessions.by_kernels.one': '1 kernel running', 'sessions.by_gpu': 'GPU at {pct}%',
   'sessions.open': 'Open', 'sessions.never': 'never', 'sessions.kind': 'Kind', 'sessions.kind.notebook': 'notebook', 'sessions.kind.shell': 'shell',
   'sessions.clients': 'Clients', 'sessions.idle_stop': 'Idle stop', 'sessions.none': 'No sessions run.',
   'alerts.all': 'All kinds', 'alerts.kind': 'Kind', 'alerts.message': 'Message', 'alerts.none': 'No alerts.', 'alerts.count': '{n} alerts', 'alerts.count.one': '1 alert',
@@ -76,7 +78,7 @@ const en = {
   'trial.state.failed': 'failed', 'trial.state.stopped': 'stopped', 'trial.state.cancelled': 'cancelled',
   'cost.month': 'Month', 'cost.current': 'This month', 'cost.budgets': 'Budgets', 'cost.byDay': 'By day', 'cost.byUser': 'By user',
   'cost.byProject': 'By project', 'cost.byUserTime': 'By user, day by day', 'cost.byProjectTime': 'By project, day by day', 'cost.others': 'others', 'cost.gpuHours': 'GPU-hours', 'cost.usedHours': 'Used GPU-h', 'cost.attempts': 'Attempts',
-  'cost.unpriced': 'Unpriced h', 'cost.none': '(no project)', 'cost.nothing': 'Nothing was spent in this window.',
+  'cost.unpriced': 'Unpriced GPU-h', 'cost.unit.usd': 'US$', 'cost.unit.gpuHours': 'GPU-hours (no price set)', 'cost.none': '(no project)', 'cost.nothing': 'Nothing was spent in this window.',
   'cost.noBudgets': 'No budgets are set ([[budgets]] in gpuq.toml).', 'cost.left': '{left} left', 'cost.until': 'period ends',
   'cost.window': 'Window', 'cost.total': 'Total', 'cost.pricing': 'Pricing',
   'cost.scope.user': 'user', 'cost.scope.project': 'project', 'cost.period.day': 'daily', 'cost.period.week': 'weekly',
@@ -86,6 +88,8 @@ const en = {
 
 const zh = {
   'nav.label': '导航', 'nav.queue': '队列', 'nav.gpus': 'GPU', 'nav.sweeps': '超参搜索', 'nav.cost': '费用', 'nav.alerts': '告警', 'nav.sessions': '会话',
+  'run.title': '运行 {id}', 'run.experimentOnly': '实验 {id}：它的运行都是作业，在队列里（按项目筛选）。', 'run.info': '运行',
+  'run.name': '名称', 'run.experiment': '实验', 'run.key': '键', 'run.value': '值', 'run.step': '步', 'run.metrics': '最新指标', 'run.tags': '标签',
   'nav.job': '作业', 'nav.sweep': '搜索',
   'lang.label': '语言', logout: '退出登录', admin: '管理员', loading: '加载中…', notfound: '页面不存在', close: '关闭',
   yes: '是', perHour: '/小时', 'unit.gpuh': 'GPU 小时', 'live.title': '实时更新（事件流）',
@@ -141,7 +145,7 @@ const zh = {
   'alert.gpu_xid': 'XID 错误', 'alert.gpu_lost': 'GPU 丢失', 'alert.job_failed': '作业失败', 'alert.job_oom': '显存不足',
   'alert.budget': '预算', 'alert.node_idle': '节点空闲', 'alert.session_idle': '会话空闲',
   'sessions.help': '在预留 GPU 上运行的笔记本（gpuq notebook）和终端（gpuq shell）。空闲（没有代码运行、没有客户端连接、GPU 空闲）超过空闲停止时间的会话会被停止。',
-  'sessions.starting': '启动中', 'sessions.idle': '空闲 {span}', 'sessions.stops': '{span} 后停止', 'sessions.in_use': '使用中',
+  'sessions.starting': '启动中', 'sessions.idle': '空闲 {span}', 'sessions.stops': '{span} 后停止', 'sessions.in_use': '使用中', 'sessions.by_clients': '{n} 个客户端', 'sessions.by_kernels': '{n} 个内核在运行', 'sessions.by_gpu': 'GPU 利用率 {pct}%',
   'sessions.open': '打开', 'sessions.never': '从不', 'sessions.kind': '类型', 'sessions.kind.notebook': '笔记本', 'sessions.kind.shell': '终端',
   'sessions.clients': '客户端', 'sessions.idle_stop': '空闲停止', 'sessions.none': '没有运行中的会话。',
   'alerts.all': '全部类型', 'alerts.kind': '类型', 'alerts.message': '消息', 'alerts.none': '没有告警。', 'alerts.count': '{n} 条告警',
@@ -157,7 +161,7 @@ const zh = {
   'trial.state.failed': '已失败', 'trial.state.stopped': '已淘汰', 'trial.state.cancelled': '已取消',
   'cost.month': '月份', 'cost.current': '本月', 'cost.budgets': '预算', 'cost.byDay': '按天', 'cost.byUser': '按用户',
   'cost.byProject': '按项目', 'cost.byUserTime': '按用户，逐日', 'cost.byProjectTime': '按项目，逐日', 'cost.others': '其他', 'cost.gpuHours': 'GPU 小时', 'cost.usedHours': '实际使用 GPU 小时', 'cost.attempts': '尝试次数',
-  'cost.unpriced': '无价格小时', 'cost.none': '（无项目）', 'cost.nothing': '这段时间没有花费。',
+  'cost.unpriced': '无价格 GPU 小时', 'cost.unit.usd': '美元', 'cost.unit.gpuHours': 'GPU 小时（未设价格）', 'cost.none': '（无项目）', 'cost.nothing': '这段时间没有花费。',
   'cost.noBudgets': '没有设置预算（gpuq.toml 中的 [[budgets]]）。', 'cost.left': '剩余 {left}', 'cost.until': '周期结束于',
   'cost.window': '时间范围', 'cost.total': '合计', 'cost.pricing': '计价',
   'cost.scope.user': '用户', 'cost.scope.project': '项目', 'cost.period.day': '每天', 'cost.period.week': '每周',

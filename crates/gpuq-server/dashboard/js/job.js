@@ -5,6 +5,7 @@ import { get, getRaw, qs, mayAct } from './api.js';
 import { actionButtons } from './actions.js';
 import { chart, clean, ema, destroyAll, fmtAxis, PALETTE } from './charts.js';
 import { t } from './i18n.js';
+import { reasonText } from './reasons.js';
 
 const LOG_KEEP = 2 * 1024 * 1024; // characters of log kept in the page
 const CHUNK = 1 << 20; // the server's largest log read
@@ -88,7 +89,7 @@ export function mount(root, route, app) {
           [t('job.preemptible'), s.preemptible ? t('yes') : undefined],
         ], 'facts-grid'),
         dl([
-          [job.state === 'queued' ? t('job.why') : t('col.reason'), text(why || job.reason)],
+          [job.state === 'queued' ? t('job.why') : t('col.reason'), text(reasonText(why || job.reason))],
           [t('job.command'), h('code', { class: 'command' }, job.command)],
           [t('job.cwd'), h('code', null, job.cwd)],
           [t('job.params'), kv(s.params) || undefined],
@@ -108,7 +109,7 @@ export function mount(root, route, app) {
         h('td', null, timeEl(a.ended_at)),
         h('td', { class: 'num' }, runtimeEl(a.started_at, a.ended_at)),
         h('td', { class: 'nowrap' }, end || DASH),
-        h('td', { class: 'reason', title: a.reason || null }, text(a.reason)),
+        h('td', { class: 'reason', title: a.reason || null }, text(reasonText(a.reason))),
         h('td', { class: 'num' }, pct(u.util_avg_percent)),
         h('td', { class: 'num' }, mib(u.memory_peak_mib)),
         h('td', { class: 'num' }, a.rate_per_hour != null ? money(a.rate_per_hour) + t('perHour') : DASH));

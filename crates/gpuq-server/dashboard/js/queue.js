@@ -3,6 +3,7 @@ import { h, clear, table, stateBadge, jobLink, runtimeEl, money, text, tick, deb
 import { getPage, get, qs, session } from './api.js';
 import { actionButtons } from './actions.js';
 import { t } from './i18n.js';
+import { reasonText } from './reasons.js';
 
 export const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'preempted', 'lost'];
 const LIMIT = 100;
@@ -157,7 +158,7 @@ export function mount(root, route, app) {
       h('td', null, text(j.project)),
       gpusCell(j),
       h('td', { class: 'num' }, runtimeEl(j.started_at, j.ended_at)),
-      h('td', { class: 'reason', title: why || null }, why || DASH),
+      h('td', { class: 'reason', title: why || null }, reasonText(why) || DASH),
       h('td', { class: 'num' }, money(j.cost)),
       h('td', { class: 'actions' }, actionButtons(j, load)));
   }

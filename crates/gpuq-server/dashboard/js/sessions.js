@@ -29,7 +29,13 @@ export function mount(root) {
       const stop = s.stop_at != null ? ' · ' + t('sessions.stops', { span: ago(s.stop_at - now) }) : '';
       return h('span', { class: 'badge warn', dataset: { idle: 'yes' } }, idle + stop);
     }
-    return h('span', { class: 'badge ok' }, t('sessions.in_use'));
+    // What keeps it in use: a notebook training with no tab open is busy by its GPU.
+    const by = [];
+    if (s.clients > 0) by.push(t('sessions.by_clients', { n: s.clients }));
+    if (s.busy_kernels > 0) by.push(t('sessions.by_kernels', { n: s.busy_kernels }));
+    if (s.gpu_busy_percent != null) by.push(t('sessions.by_gpu', { pct: Math.round(s.gpu_busy_percent) }));
+    return h('span', { class: 'badge ok', dataset: { inUse: by.length ? 'yes' : 'recent' } },
+      t('sessions.in_use') + (by.length ? ': ' + by.join(', ') : ''));
   }
 
   function row(s, now, me) {
@@ -40,7 +46,8 @@ export function mount(root) {
       h('td', { class: 'num' }, jobLink(s.job)),
       h('td', null, t('sessions.kind.' + s.kind, null, s.kind)),
       h('td', null, text(s.user)),
-      h('td', { class: 'num' }, s.gpus.length ? s.gpus.join(',') : DASH),
+      // A count, as the queue shows it; the indices on hover.
+      h('td', { class: 'num', title: s.gpus.length ? 'GPU ' + s.gpus.join(', ') : null }, s.gpus.length ? String(s.gpus.length) : DASH),
       h('td', { class: 'num' }, String(s.clients)),
       h('td', null, state(s, now)),
       h('td', null, s.idle_stop_ms != null ? ago(s.idle_stop_ms) : t('sessions.never')),

@@ -116,7 +116,8 @@ impl Service {
                     *row.cost.get_or_insert(Micros::ZERO) +=
                         cost_within(rate, r.started_at, end, from, to)
                 }
-                None => row.unpriced_hours += hours,
+                // GPU-hours, as `gpu_hours` counts them: with no price at all, the two agree.
+                None => row.unpriced_hours += r.gpus as f64 * hours,
             }
         };
         for r in &rows {

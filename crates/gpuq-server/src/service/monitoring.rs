@@ -302,17 +302,35 @@ impl Service {
                 total.get_or_insert_with(Default::default).merge(u);
             }
         }
-        let current = attempts.iter().find(|a| a.attempt == job.attempt);
-        if let Some(a) = current.filter(|a| a.ended_at.is_none() && !a.gpus.is_empty()) {
-            let mut live = self
-                .monitor()
-                .live_usage(job.id, a.attempt)
-                .unwrap_or_default();
-            live.gpu_seconds =
-                a.gpus.len() as f64 * (now_ms() - a.started_at).max(0) as f64 / 1000.0;
+        if let Some(live) = self.running_attempt_usage(job, attempts) {
             total.get_or_insert_with(Default::default).merge(&live);
         }
         total
+    }
+
+    /// The running attempt's GPU figures so far (the store has an attempt's
+    /// only once it ended); `None` when no attempt with GPUs runs.
+    fn running_attempt_usage(&self, job: &Job, attempts: &[Attempt]) -> Option<JobGpuUsage> {
+        let a = attempts
+            .iter()
+            .find(|a| a.attempt == job.attempt)
+            .filter(|a| a.ended_at.is_none() && a.gpu_usage.is_none() && !a.gpus.is_empty())?;
+        let mut live = self
+            .monitor()
+            .live_usage(job.id, a.attempt)
+            .unwrap_or_default();
+        live.gpu_seconds = a.gpus.len() as f64 * (now_ms() - a.started_at).max(0) as f64 / 1000.0;
+        Some(live)
+    }
+
+    /// Fills the running attempt's figures so far, so that its row says what
+    /// the job's totals already count.
+    pub fn add_running_attempt_usage(&self, job: &Job, attempts: &mut [Attempt]) {
+        if let Some(live) = self.running_attempt_usage(job, attempts) {
+            if let Some(a) = attempts.iter_mut().find(|a| a.attempt == job.attempt) {
+                a.gpu_usage = Some(live);
+            }
+        }
     }
 
     /// How many jobs are in each state (every state listed, zeros included).

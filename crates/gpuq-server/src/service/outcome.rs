@@ -262,7 +262,7 @@ fn missing_image(e: &Ended<'_>) -> Option<String> {
         .trim();
     Some(format!(
         "image {image} is not on this node (podman exit 125: {said}). Not retried: pull it as the job's \
-         user (`podman pull {image}`; jobs run with --pull never), then `gpuq requeue`"
+         user (`podman pull {image}`: jobs run with --pull never), then `gpuq requeue`"
     ))
 }
 

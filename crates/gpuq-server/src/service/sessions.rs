@@ -32,6 +32,8 @@ pub struct Watched {
     idle: Option<IdleWatch>,
     ready: bool,
     busy_kernels: u32,
+    /// Its busiest GPU's utilisation, when at or above the idle threshold.
+    gpu_busy_percent: Option<f64>,
     idle_since: Option<Millis>,
     stop_at: Option<Millis>,
     /// Clients the proxy and the terminal relay hold open now.
@@ -145,6 +147,7 @@ impl Service {
             gpus: job.gpus.clone(),
             clients: w.map_or(0, |w| w.clients.load(Ordering::Relaxed)),
             busy_kernels: w.map_or(0, |w| w.busy_kernels),
+            gpu_busy_percent: w.and_then(|w| w.gpu_busy_percent),
             idle_stop_ms: session.idle_stop.map(DurationSpec::as_millis),
             idle_since: w.and_then(|w| w.idle_since),
             stop_at: w.and_then(|w| w.stop_at),
@@ -169,14 +172,19 @@ impl Service {
                 span(stop_at - now)
             ),
             (Some(since), None) => format!("{what} idle for {}", span(now - since)),
-            (None, _) if w.idle.is_none() => format!("{what}: {clients} client(s); no idle stop"),
-            (None, _) if w.kind == SessionKind::Shell => {
-                format!("{what} in use: {clients} client(s)")
+            (None, _) => {
+                let stop = if w.idle.is_none() {
+                    "; no idle stop"
+                } else {
+                    ""
+                };
+                match in_use_by(w, clients) {
+                    Some(by) => format!("{what} in use: {by}{stop}"),
+                    None if w.idle.is_none() => format!("{what}: no client connected{stop}"),
+                    // Code ran within the idle window, or its GPUs have no reading yet.
+                    None => format!("{what} in use: not idle yet"),
+                }
             }
-            (None, _) => format!(
-                "{what} in use: {clients} client(s), {} kernel(s) running",
-                w.busy_kernels
-            ),
         })
     }
 
@@ -238,6 +246,7 @@ impl Service {
                         .map(|p| IdleWatch::new(p, now_ms())),
                     ready: false,
                     busy_kernels: 0,
+                    gpu_busy_percent: None,
                     idle_since: None,
                     stop_at: None,
                     clients: Arc::new(AtomicU32::new(0)),
@@ -273,6 +282,10 @@ impl Service {
                 w.ready = look.is_some();
                 let kernels = look.unwrap_or_default();
                 w.busy_kernels = kernels.iter().filter(|k| k.busy).count() as u32;
+                w.gpu_busy_percent = match gpu {
+                    GpuActivity::Percent(p) if p >= threshold => Some(p),
+                    _ => None,
+                };
                 let activity = Activity {
                     at: now,
                     busy_kernels: w.busy_kernels,
@@ -351,6 +364,28 @@ impl Service {
         }
         GpuActivity::Percent(highest)
     }
+}
+
+/// What keeps a session in use: its clients, its running kernels, its GPUs
+/// ("GPU at 90%": a notebook training with no tab open is not idle).
+fn in_use_by(w: &Watched, clients: u32) -> Option<String> {
+    let mut by = Vec::new();
+    if clients > 0 {
+        by.push(format!(
+            "{} connected",
+            gpuq_core::plural(clients.into(), "client")
+        ));
+    }
+    if w.busy_kernels > 0 {
+        by.push(format!(
+            "{} running",
+            gpuq_core::plural(w.busy_kernels.into(), "kernel")
+        ));
+    }
+    if let Some(p) = w.gpu_busy_percent {
+        by.push(format!("GPU at {p:.0}%"));
+    }
+    (!by.is_empty()).then(|| by.join(", "))
 }
 
 /// A span in whole seconds (at least one), as messages show it.
