@@ -166,3 +166,26 @@ def test_the_cost_page_says_its_units_and_unpriced_gpu_hours_match(daemon, new_p
     assert any("GPU-hours" in label for label in labels), labels
     w.shot("cost-units")
     w.assert_clean()
+
+
+def test_a_running_attempt_shows_its_utilisation_as_the_panel_does(daemon, new_page):
+    job = daemon.submit("--name", "running", "--gpus", "1", "--", "sleep", "60")
+    daemon.wait_state(job, ("running",))
+    w = new_page()
+    login_with_link(daemon, w.page)
+    w.page.goto(f"{daemon.url}/#/job/{job}")
+    # Telemetry samples every few seconds: wait for the panel's figure.
+    w.page.wait_for_function(
+        """() => { const b = document.querySelector('#job-attempts tr[data-attempt="1"]');
+                   return b && /\\d+%/.test(b.innerText) && /\\d+%/.test(document.body.innerText); }""",
+        timeout=30000,
+    )
+    row_text = w.page.locator('#job-attempts tr[data-attempt="1"]').inner_text()
+    util = re.findall(r"(\d+)%", row_text)
+    assert util, row_text
+    detail = daemon.api(f"/v1/jobs/{job}")
+    running = [a for a in detail["attempts"] if a["attempt"] == 1][0]
+    assert running["ended_at"] is None and running["gpu_usage"]["util_avg_percent"] is not None, running
+    daemon.gpuq("cancel", str(job))
+    daemon.wait_state(job, ("cancelled",))
+    w.assert_clean()
