@@ -251,7 +251,7 @@ pub fn check_label(value: &str, field: &str) -> Result<(), SpecError> {
 }
 
 /// Unicode's explicit bidirectional formatting characters.
-fn is_bidi_control(c: char) -> bool {
+pub fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 

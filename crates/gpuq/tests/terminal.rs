@@ -284,3 +284,72 @@ fn metrics_and_compare_draw_in_a_real_terminal_and_end_quietly_on_a_pipe() {
         "identical rows are left out with --diff: {compared}"
     );
 }
+
+/// A job whose command sets the window title (OSC 2), writes the clipboard
+/// (OSC 52) and clears the screen: `gpuq ls` in a real terminal leaves all
+/// three alone. The same bytes printed raw afterwards do change the title and
+/// the clipboard, so the terminal would have shown an attack that got through.
+#[test]
+fn a_hostile_command_in_ls_leaves_the_title_clipboard_and_screen_alone() {
+    let d = Daemon::start("sim:1");
+    let attack = "\x1b]2;PWNED-TITLE\x07\x1b]52;c;UFdORUQ=\x07\x1b[2J\x1b[H";
+    d.submit(&["--", "sh", "-c", &format!(": '{attack}'; sleep 600")]);
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("raw");
+    std::fs::write(&raw, attack).unwrap();
+    let at = |name: &str| dir.path().join(name).display().to_string();
+    let command = format!(
+        "until [ -e '{start}' ]; do sleep 0.05; done; echo BEFORE-MARK; \
+         GPUQ_HOME='{home}' GPUQ_URL='{url}' GPUQ_NO_AUTOSTART=1 '{GPUQ}' ls; echo LS-DONE; \
+         until [ -e '{go}' ]; do sleep 0.05; done; cat '{raw}'; echo CAT-DONE; sleep 600",
+        start = at("start"),
+        go = at("go"),
+        home = d.path().display(),
+        url = d.url,
+        raw = raw.display(),
+    );
+    let Some(t) = Tmux::start(dir.path(), &command) else {
+        assert!(
+            std::env::var_os("GPUQ_TEST_STRICT").is_none(),
+            "tmux is not installed: apt-get install tmux (scripts/test does)"
+        );
+        eprintln!("SKIPPED: tmux is not installed");
+        return;
+    };
+    // OSC 52 lands in tmux's paste buffers.
+    assert!(t
+        .tmux(&["set", "-s", "set-clipboard", "on"])
+        .unwrap()
+        .status
+        .success());
+    let title = || {
+        stdout(
+            &t.tmux(&["display", "-p", "-t", "t", "#{pane_title}"])
+                .unwrap(),
+        )
+    };
+    let buffers = || stdout(&t.tmux(&["list-buffers"]).unwrap());
+    let before = title();
+    std::fs::write(at("start"), "").unwrap();
+    assert!(t.shows("LS-DONE"), "{}", t.screen());
+    let screen = t.screen();
+    assert!(
+        screen.contains("BEFORE-MARK"),
+        "the screen was cleared: {screen}"
+    );
+    assert!(
+        screen.contains("\\x1b]2;PWNED-TITLE"),
+        "shown escaped: {screen}"
+    );
+    assert_eq!(title(), before, "gpuq ls changed the window title");
+    assert_eq!(buffers(), "", "gpuq ls wrote the clipboard");
+    // The control: the same bytes raw do act on this terminal.
+    std::fs::write(at("go"), "").unwrap();
+    assert!(t.shows("CAT-DONE"), "{}", t.screen());
+    assert!(
+        eventually(Duration::from_secs(5), || title().contains("PWNED-TITLE")),
+        "raw, the title changes: {}",
+        title()
+    );
+    assert!(!buffers().is_empty(), "raw, the clipboard is written");
+}

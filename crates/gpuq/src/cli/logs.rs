@@ -1,5 +1,6 @@
 //! `gpuq logs`: print an attempt's log; `-f` follows the job until it ends.
 
+use super::output::safe::ByteFilter;
 use super::{CliError, CmdResult};
 use gpuq_api::Client;
 use gpuq_core::JobId;
@@ -13,6 +14,10 @@ pub struct LogsArgs {
     /// Which attempt [default: the latest].
     #[arg(long)]
     attempt: Option<u32>,
+    /// Print another user's log exactly as written, escape sequences included
+    /// (by default they are shown escaped; your own jobs' logs are always raw).
+    #[arg(long)]
+    raw: bool,
 }
 
 pub async fn run(client: &Client, args: LogsArgs) -> CmdResult {
@@ -62,17 +67,37 @@ pub async fn run(client: &Client, args: LogsArgs) -> CmdResult {
             earlier.join(", ")
         );
     }
-    follow(client, job.id, attempt, args.follow && args.attempt.is_none()).await?;
+    // Someone else's output could drive this terminal (title, clipboard, screen).
+    let raw = args.raw || client.whoami().await?.user == job.user;
+    let across = args.follow && args.attempt.is_none();
+    follow(client, job.id, attempt, across, raw).await?;
     Ok(0)
 }
 
 /// Prints the log from `attempt` on. With `across_attempts`, moves on to later
-/// attempts and returns only when the job has ended.
+/// attempts and returns only when the job has ended. Without `raw`, control
+/// characters are shown escaped (see `output::safe`).
 pub async fn follow(
+    client: &Client,
+    id: JobId,
+    attempt: u32,
+    across_attempts: bool,
+    raw: bool,
+) -> Result<(), CliError> {
+    let mut filter = (!raw).then(ByteFilter::default);
+    let result = follow_into(client, id, attempt, across_attempts, &mut filter).await;
+    if let Some(f) = filter.as_mut() {
+        super::output::write_stdout_bytes(&f.finish());
+    }
+    result
+}
+
+async fn follow_into(
     client: &Client,
     id: JobId,
     mut attempt: u32,
     across_attempts: bool,
+    filter: &mut Option<ByteFilter>,
 ) -> Result<(), CliError> {
     let mut offset = 0u64;
     loop {
@@ -89,7 +114,10 @@ pub async fn follow(
             }
         };
         if !chunk.data.is_empty() {
-            super::output::write_stdout_bytes(&chunk.data);
+            match filter.as_mut() {
+                Some(f) => super::output::write_stdout_bytes(&f.push(&chunk.data)),
+                None => super::output::write_stdout_bytes(&chunk.data),
+            }
         }
         offset = chunk.next_offset;
         if !across_attempts {

@@ -4,6 +4,8 @@
 use gpuq_core::{JobState, Millis};
 use std::io::{IsTerminal, Write};
 
+pub mod safe;
+
 /// `println!` for a command's output: a closed pipe (`gpuq ls | head -1`) ends
 /// the process quietly, as it ends coreutils, instead of panicking.
 macro_rules! outln {
@@ -29,8 +31,22 @@ macro_rules! errln {
     };
 }
 
+/// Every line a command prints is cleaned here, whatever it holds: an API
+/// string a command forgot to clean still cannot act on the terminal.
 pub fn write_stdout(text: std::fmt::Arguments) {
-    let result = std::io::stdout().lock().write_fmt(text);
+    let keep = safe::Keep {
+        lines: true,
+        returns: false,
+        palette: colour_enabled(),
+    };
+    let result = match text.as_str() {
+        Some(s) => std::io::stdout()
+            .lock()
+            .write_all(safe::clean(s, keep).as_bytes()),
+        None => std::io::stdout()
+            .lock()
+            .write_all(safe::clean(&text.to_string(), keep).as_bytes()),
+    };
     if let Err(e) = result {
         output_failed(e);
     }
@@ -48,7 +64,15 @@ pub fn write_stdout_bytes(data: &[u8]) {
 }
 
 pub fn write_stderr(text: std::fmt::Arguments) {
-    let _ = std::io::stderr().lock().write_fmt(text);
+    let keep = safe::Keep {
+        lines: true,
+        returns: true,
+        palette: false,
+    };
+    let text = text.to_string();
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(safe::clean(&text, keep).as_bytes());
 }
 
 /// Stdout is gone. A closed pipe ends the process by SIGPIPE, exactly as it ends
@@ -68,7 +92,8 @@ fn output_failed(e: std::io::Error) -> ! {
 }
 
 pub fn colour_enabled() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none())
 }
 
 pub fn paint_state(state: JobState, colour: bool) -> String {
@@ -127,7 +152,23 @@ pub fn terminal_width() -> Option<usize> {
 }
 
 /// Prints rows under a header, columns padded to the widest cell; the last column is not padded.
+/// A value shown on one line (a cell, a field of `show`): cleaned (see
+/// [`safe`]), newlines escaped, gpuq's own colours kept.
+pub fn field(s: &str) -> std::borrow::Cow<'_, str> {
+    let keep = safe::Keep {
+        palette: colour_enabled(),
+        ..safe::Keep::default()
+    };
+    safe::clean(s, keep)
+}
+
+/// Every cell is shown on one line, cleaned (see [`field`]).
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| field(cell).into_owned()).collect())
+        .collect();
+    let rows = &rows[..];
     let widths = column_widths(header, rows);
     let line = |cells: Vec<String>| {
         let mut out = String::new();
@@ -169,18 +210,18 @@ pub fn gpu_list(gpus: &[u32]) -> String {
         .join(",")
 }
 
+/// `--json`: the exact values, every control character escaped the JSON way.
 pub fn print_json<T: serde::Serialize>(value: &T) {
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(value).expect("API types serialize")
-    );
+    let mut text = serde_json::to_string_pretty(value).expect("API types serialize");
+    text.push('\n');
+    write_stdout_bytes(safe::json(&text).as_bytes());
 }
 
 /// One compact JSON object per line (streams), flushed so pipes see it at once.
 pub fn print_json_line<T: serde::Serialize>(value: &T) {
     let mut line = serde_json::to_string(value).expect("API types serialize");
     line.push('\n');
-    write_stdout_bytes(line.as_bytes());
+    write_stdout_bytes(safe::json(&line).as_bytes());
 }
 
 /// A figure with `places` decimals, never "-0.00": a rounding error below zero is zero.

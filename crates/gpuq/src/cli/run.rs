@@ -14,7 +14,7 @@ pub async fn run(client: &Client, args: submit::SubmitArgs) -> CmdResult {
     }
     let job = submit::submit(client, &args).await?;
     errln!("gpuq: job {} queued", job.id);
-    let follow = super::logs::follow(client, job.id, 1, true);
+    let follow = super::logs::follow(client, job.id, 1, true, true);
     tokio::pin!(follow);
     let mut cancelled = false;
     loop {

@@ -1,7 +1,7 @@
 //! `gpuq show`: everything about one job.
 
 use super::arrays::{array_shape, target, Target};
-use super::output::{ago, colour_enabled, gpu_list, paint_state, print_json, span};
+use super::output::{ago, colour_enabled, field, gpu_list, paint_state, print_json, span};
 use super::CmdResult;
 use gpuq_api::arrays::ArrayDetail;
 use gpuq_api::home::now_ms;
@@ -37,7 +37,8 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     }
     let j = &detail.job;
     let now = now_ms();
-    let row = |k: &str, v: String| outln!("{k:<12} {v}");
+    // One line per field, whatever the value holds (see `output::field`).
+    let row = |k: &str, v: String| outln!("{k:<12} {}", field(&v));
     row(
         "job",
         format!(
@@ -161,13 +162,18 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
                 gpu_list(&a.gpus),
                 ago(a.started_at, now),
                 took,
-                a.reason.as_deref().unwrap_or("")
+                field(a.reason.as_deref().unwrap_or(""))
             );
         }
     }
     outln!("history:");
     for e in &detail.events {
-        outln!("  {:>10}  {:<17} {}", ago(e.at, now), e.kind, e.detail);
+        outln!(
+            "  {:>10}  {:<17} {}",
+            ago(e.at, now),
+            e.kind,
+            field(&e.detail)
+        );
     }
     Ok(0)
 }
@@ -180,7 +186,8 @@ async fn show_array(client: &Client, id: u64, json: bool) -> CmdResult {
         return Ok(0);
     }
     let now = now_ms();
-    let row = |k: &str, v: String| outln!("{k:<12} {v}");
+    // One line per field, whatever the value holds (see `output::field`).
+    let row = |k: &str, v: String| outln!("{k:<12} {}", field(&v));
     row(
         "array",
         format!(

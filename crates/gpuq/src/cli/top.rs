@@ -4,7 +4,7 @@
 //! tests draw into a `TestBackend`); keys change the view; the loop refreshes
 //! the data every second, and at once when the event stream reports a change.
 
-use super::output::span;
+use super::output::{safe, span};
 use super::{CliError, CmdResult};
 use gpuq_api::home::now_ms;
 use gpuq_api::{Client, GpuHistory, GpuStatus};
@@ -341,7 +341,7 @@ fn draw_gpus(frame: &mut Frame, area: Rect, view: &View) {
             cols[2],
         );
         let holder = match (g.job, &g.user) {
-            (Some(j), Some(u)) => format!(" job {j} {u}"),
+            (Some(j), Some(u)) => format!(" job {j} {}", safe::one_line(u)),
             _ => " free".into(),
         };
         frame.render_widget(Paragraph::new(holder), cols[3]);
@@ -361,7 +361,7 @@ fn draw_jobs(frame: &mut Frame, area: Rect, view: &View) {
             };
             Row::new(vec![
                 Cell::from(r.job.id.to_string()),
-                Cell::from(r.job.user.clone()),
+                Cell::from(safe::one_line(&r.job.user).into_owned()),
                 Cell::from(super::output::gpu_list(&r.job.gpus)),
                 Cell::from(r.util.map(|u| format!("{u:.0}%")).unwrap_or("-".into())),
                 Cell::from(
@@ -407,8 +407,9 @@ fn draw_jobs(frame: &mut Frame, area: Rect, view: &View) {
     frame.render_widget(table, area);
 }
 
+/// Every string of a job the table shows passes here: cleaned, then cut.
 fn shorten(s: &str, max: usize) -> String {
-    super::output::shorten(s, max)
+    super::output::shorten(&safe::one_line(s), max)
 }
 
 /// Reads everything the view shows.
@@ -494,7 +495,8 @@ async fn show(
             Action::Quit => return Ok(0),
             Action::OpenLog(id) => {
                 let text = match client.log(id, None, 0, false).await {
-                    Ok(chunk) => String::from_utf8_lossy(&chunk.data).into_owned(),
+                    // Escapes in a log would act on the terminal under the TUI.
+                    Ok(chunk) => safe::text(&String::from_utf8_lossy(&chunk.data)).into_owned(),
                     Err(e) => format!("cannot read the log: {e}"),
                 };
                 view.log = Some((id, text));
