@@ -189,3 +189,18 @@ def test_a_running_attempt_shows_its_utilisation_as_the_panel_does(daemon, new_p
     daemon.gpuq("cancel", str(job))
     daemon.wait_state(job, ("cancelled",))
     w.assert_clean()
+
+
+def test_a_container_job_whose_image_is_missing_says_so_on_the_page(daemon, new_page):
+    image = "localhost/gpuq-no-such-image:1"
+    job = daemon.submit("--name", "no-image", "--image", image, "--", "true")
+    daemon.wait_state(job, ("failed",), timeout=60)
+    w = new_page()
+    login_with_link(daemon, w.page)
+    w.page.wait_for_selector(f'tr[data-job-id="{job}"]')
+    shown = row(w.page, job).locator("td.reason").inner_text()
+    assert shown.startswith(f"image {image} is not on this node"), shown
+    w.page.goto(f"{daemon.url}/#/job/{job}")
+    w.page.wait_for_selector("#job-attempts tr[data-attempt]")
+    assert f"podman pull {image}" in w.page.locator("main").inner_text()
+    w.assert_clean()

@@ -31,6 +31,17 @@ fn a_negative_retry_count_names_the_field_and_what_it_takes() {
     assert!(err.contains("retries: "), "{err}");
     assert!(err.contains("a whole number, 0 or more"), "{err}");
     assert!(!err.contains("u32"), "{err}");
+    // The same on the command line: read as a value, refused with the fix
+    // (not "unexpected argument '-1'" and a tip to put it after `--`).
+    for args in [
+        &["submit", "--retries", "-1", "--", "echo"][..],
+        &["run", "--retries=-1", "--", "echo"],
+    ] {
+        let err = refused(&d, args);
+        assert!(err.contains("--retries"), "{err}");
+        assert!(err.contains("whole number, 0 or more"), "{err}");
+        assert!(!err.contains("tip:"), "{err}");
+    }
     assert_eq!(d.json(&["ls", "--json", "--all"]), serde_json::json!([]));
 }
 

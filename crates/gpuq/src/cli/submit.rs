@@ -23,7 +23,9 @@ pub struct SubmitArgs {
     #[arg(long)]
     priority: Option<String>,
     /// Times a failed attempt is retried.
-    #[arg(long)]
+    // Negative numbers are read as a value, to be refused with the fix (not
+    // "unexpected argument '-1'" with a tip to pass it after `--`).
+    #[arg(long, allow_negative_numbers = true, value_parser = retry_count)]
     retries: Option<u32>,
     /// Limit per attempt, e.g. 2h, 30m.
     #[arg(long)]
@@ -230,6 +232,15 @@ fn param_value(text: &str) -> serde_json::Value {
 pub fn is_executable(path: impl AsRef<std::path::Path>) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// `--retries`: a whole number, 0 or more.
+fn retry_count(text: &str) -> Result<u32, String> {
+    text.parse().map_err(|_| {
+        format!(
+            "{text} is not a count of retries: give a whole number, 0 or more (0: never retried)"
+        )
+    })
 }
 
 fn parse_duration(flag: &str, text: &str) -> Result<DurationSpec, CliError> {
