@@ -103,6 +103,10 @@ pub struct JobMetrics {
     pub job: JobId,
     pub run_id: String,
     pub series: Vec<MetricSeries>,
+    /// Points not stored because the job went over a limit, per reason
+    /// (`rate limit`, `points limit`, `keys limit`, `disk reserve`); absent when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped: BTreeMap<String, u64>,
 }
 
 /// `GET /v1/jobs/{id}/run`: a job's tracked run, for `gpuq compare`.

@@ -24,6 +24,8 @@ pub enum AlertKind {
     NodeIdle,
     /// An interactive session is idle: the warning before its idle stop, and the stop.
     SessionIdle,
+    /// A job's metrics went over a limit: the excess is dropped (said once per reason).
+    MetricsDropped,
 }
 
 impl AlertKind {
@@ -39,10 +41,11 @@ impl AlertKind {
             AlertKind::Budget => "budget",
             AlertKind::NodeIdle => "node_idle",
             AlertKind::SessionIdle => "session_idle",
+            AlertKind::MetricsDropped => "metrics_dropped",
         }
     }
 
-    pub const ALL: [AlertKind; 10] = [
+    pub const ALL: [AlertKind; 11] = [
         AlertKind::JobIdle,
         AlertKind::GpuMemoryHigh,
         AlertKind::GpuTemperatureHigh,
@@ -53,6 +56,7 @@ impl AlertKind {
         AlertKind::Budget,
         AlertKind::NodeIdle,
         AlertKind::SessionIdle,
+        AlertKind::MetricsDropped,
     ];
 
     pub fn parse(s: &str) -> Option<Self> {

@@ -10,6 +10,7 @@ pub mod envbuild;
 pub mod layout;
 pub mod local;
 mod local_backend;
+pub mod log_pipe;
 pub mod pty;
 pub mod safe_fs;
 pub mod slurm;

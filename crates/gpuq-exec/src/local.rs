@@ -34,6 +34,8 @@ pub struct LocalExecutor {
     /// Address and token handed to jobs as GPUQ_URL / GPUQ_TOKEN.
     api_url: String,
     api_token: String,
+    /// Limits the supervisors keep each attempt's log within; `None`: none.
+    log_limits: Option<crate::log_pipe::LogLimits>,
 }
 
 /// Everything needed to start one attempt.
@@ -65,7 +67,14 @@ impl LocalExecutor {
             self_exe,
             api_url,
             api_token,
+            log_limits: None,
         }
+    }
+
+    /// Attempts' logs are kept within `limits` by their supervisors.
+    pub fn with_log_limits(mut self, limits: crate::log_pipe::LogLimits) -> Self {
+        self.log_limits = Some(limits);
+        self
     }
 
     pub fn job_dir(&self, job: JobId) -> JobDir {
@@ -228,6 +237,12 @@ impl LocalExecutor {
         }
         if let Some(name) = &req.container {
             cmd.arg("--container").arg(name);
+        }
+        if let Some(l) = self.log_limits {
+            cmd.arg("--log-max")
+                .arg(l.max_bytes.to_string())
+                .arg("--log-reserve")
+                .arg(l.reserve_bytes.to_string());
         }
         // The supervisor enters the job's directory itself, with the job's rights:
         // root never enters a directory on a user's behalf.

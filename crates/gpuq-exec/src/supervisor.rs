@@ -185,6 +185,9 @@ pub struct Supervision<'a> {
     /// The job runs in this podman container (its argv is podman's, up to
     /// `run`): removed after the job ends, so nothing of it outlives a SIGKILL.
     pub container: Option<String>,
+    /// The job's output goes through the supervisor, which keeps the log
+    /// within these limits; `None`: the job writes the log itself.
+    pub log: Option<crate::log_pipe::LogLimits>,
 }
 
 pub fn supervise(s: Supervision<'_>) -> i32 {
@@ -208,6 +211,7 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
     let mut cmd = Command::new(program);
     cmd.args(args);
     let mut terminal = None;
+    let mut pump = None;
     if s.terminal {
         // The job leads a session of its own on the terminal: its process group is
         // its pid too, as the stop protocol expects.
@@ -230,6 +234,12 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
         // Its own process group (pgid = its pid), so the stop protocol can signal the
         // job and everything it started at once.
         cmd.stdin(Stdio::null()).process_group(0);
+        if let Some(limits) = s.log {
+            match pipe_output(&mut cmd, limits) {
+                Ok(p) => pump = Some(p),
+                Err(e) => say!("gpuq supervisor: the log is not limited: {e}"),
+            }
+        }
     }
     let mut job_env = None;
     if s.env_from_stdin {
@@ -335,7 +345,32 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             }
         }
     };
+    if let Some(pump) = pump {
+        // The whole log is written before the record says the attempt ended.
+        let wait = if record.spawn_error.is_some() {
+            std::time::Duration::ZERO
+        } else {
+            LOG_DRAIN
+        };
+        pump.finish(wait);
+    }
     finish(&dir, attempt, record)
+}
+
+/// How long the end of the job's output is waited for once its group is gone.
+const LOG_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Makes the job's stdout and stderr one pipe into the supervisor, which
+/// appends it to the log (its own stdout) within `limits`.
+fn pipe_output(
+    cmd: &mut Command,
+    limits: crate::log_pipe::LogLimits,
+) -> std::io::Result<crate::log_pipe::LogPump> {
+    let log = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let (write, pump) = crate::log_pipe::start(log, limits)?;
+    cmd.stdout(Stdio::from(write.try_clone()?))
+        .stderr(Stdio::from(write));
+    Ok(pump)
 }
 
 /// An error that starting again would meet again (as opposed to a lack of

@@ -21,6 +21,17 @@
 //! listen = "127.0.0.1:8585"
 //! log_max_size = "16M"          # $GPUQ_HOME/daemon.log is rotated to daemon.log.1 beyond this
 //!
+//! [output]                      # what jobs write (over a limit the excess is dropped and counted)
+//! log_max_size = "1G"           # an attempt's log keeps its first and last halves, and says what was cut
+//! disk_reserve = "1G"           # job logs and metrics stop when the data directory's disk has less free
+//!                               # [default: 5% of that disk, at most 1G]; the database keeps the rest
+//! metrics_rate = 1000           # points per second one job may log, sustained,
+//! metrics_burst = 50000         # with bursts of up to this many
+//! metrics_user_rate = 5000      # points per second all of one user's jobs and runs together,
+//! metrics_user_burst = 100000   # with bursts of up to this many
+//! metrics_max_points = 5000000  # points per job (about 33 bytes each in the database)
+//! metrics_max_keys = 1000       # distinct metric names per job
+//!
 //! [users.alice]
 //! share = 2                     # twice bob's share of the GPUs
 //! max_gpus = 8
@@ -101,6 +112,10 @@
 //! user = "alice"                 # for submit: whose job it is
 //! ```
 
+#[path = "config_output.rs"]
+mod output;
+pub use output::OutputConfig;
+
 use gpuq_core::DurationSpec;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -152,6 +167,8 @@ pub struct Config {
     pub envs: EnvsConfig,
     #[serde(default)]
     pub containers: ContainersConfig,
+    #[serde(default)]
+    pub output: OutputConfig,
 }
 
 /// `[envs]`: cached Python environments, built with uv as the job's user.
@@ -608,6 +625,8 @@ impl Config {
     pub fn parse(text: &str) -> Result<Self, String> {
         let config: Config =
             toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+        config.output.check()?;
+        config.connections.check()?;
         if config.telemetry.interval.as_millis() < 100 {
             return Err(format!(
                 "telemetry.interval: {} is too short; use 100ms or more (the default is 5s)",

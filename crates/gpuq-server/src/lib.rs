@@ -294,7 +294,14 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         .or(opts.config.scheduler.slots)
         .unwrap_or_else(default_slots);
     let exe = std::env::current_exe().context("cannot find the gpuq binary for the supervisor")?;
-    let executor = LocalExecutor::new(&home, exe, url.clone(), token.clone());
+    let output = &opts.config.output;
+    let executor = LocalExecutor::new(&home, exe, url.clone(), token.clone()).with_log_limits(
+        gpuq_exec::log_pipe::LogLimits {
+            max_bytes: output.log_max_size.mib() * 1024 * 1024,
+            reserve_bytes: service::output_limits::disk_space(&home)
+                .map_or(0, |(_, total)| output.reserve_bytes(total)),
+        },
+    );
     let identity = Arc::new(identity::Identity::new(identity::AccountRules {
         admins: &opts.config.admins,
         single_user: opts.config.single_user,

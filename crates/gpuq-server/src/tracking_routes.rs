@@ -105,10 +105,18 @@ pub async fn metrics(
             downsampled,
         });
     }
+    let dropped = ctx
+        .service
+        .with_tracking(|t| t.metric_drops(&run.id))
+        .map_err(tracking_error)?
+        .into_iter()
+        .map(|(reason, n)| (reason.as_str().to_string(), n))
+        .collect();
     Ok(Json(JobMetrics {
         job: id,
         run_id: run.id,
         series,
+        dropped,
     }))
 }
 

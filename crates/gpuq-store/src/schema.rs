@@ -252,6 +252,16 @@ CREATE TABLE envs (
     last_used_at INTEGER NOT NULL
 );
 "#,
+    // Points a run's writer had dropped (over a rate, a cap, the disk reserve),
+    // per reason: counted so readers are told, never stored themselves.
+    r#"
+CREATE TABLE metric_drops (
+    run_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    count  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, reason)
+) WITHOUT ROWID;
+"#,
 ];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is

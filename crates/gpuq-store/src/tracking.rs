@@ -601,28 +601,10 @@ impl Tracking {
         to: u64,
     ) -> TrackingResult<bool> {
         self.write(|tx| {
-            let at: Option<i64> = tx
-                .query_row(
-                    "SELECT offset FROM metric_files WHERE job_id = ?1",
-                    [job],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if at.unwrap_or(0) as u64 != from {
+            let Some(run) = claim_file_range(tx, job, from, to)? else {
                 return Ok(false);
-            }
-            let run: Option<String> = tx
-                .query_row("SELECT id FROM runs WHERE job_id = ?1", [job], |r| r.get(0))
-                .optional()?;
-            let Some(run) = run else {
-                return Err(TrackingError::NotFound(format!("job {job} has no run")));
             };
             write_metrics(tx, &run, metrics)?;
-            tx.execute(
-                "INSERT INTO metric_files (job_id, offset) VALUES (?1, ?2) \
-                 ON CONFLICT (job_id) DO UPDATE SET offset = excluded.offset",
-                params![job, to as i64],
-            )?;
             Ok(true)
         })
     }
@@ -1019,6 +1001,38 @@ fn put_tag(tx: &Transaction<'_>, run: &str, k: &str, v: &str) -> rusqlite::Resul
     Ok(())
 }
 
+/// Moves a job's metrics file cursor from `from` to `to` and returns the job's
+/// run; `None` (nothing moved) when the cursor is no longer at `from`.
+fn claim_file_range(
+    tx: &Transaction<'_>,
+    job: JobId,
+    from: u64,
+    to: u64,
+) -> TrackingResult<Option<String>> {
+    let at: Option<i64> = tx
+        .query_row(
+            "SELECT offset FROM metric_files WHERE job_id = ?1",
+            [job],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if at.unwrap_or(0) as u64 != from {
+        return Ok(None);
+    }
+    let run: Option<String> = tx
+        .query_row("SELECT id FROM runs WHERE job_id = ?1", [job], |r| r.get(0))
+        .optional()?;
+    let Some(run) = run else {
+        return Err(TrackingError::NotFound(format!("job {job} has no run")));
+    };
+    tx.execute(
+        "INSERT INTO metric_files (job_id, offset) VALUES (?1, ?2) \
+         ON CONFLICT (job_id) DO UPDATE SET offset = excluded.offset",
+        params![job, to as i64],
+    )?;
+    Ok(Some(run))
+}
+
 /// Appends points per series, keeping each series' count, latest point and rollups.
 fn write_metrics(tx: &Transaction<'_>, run: &str, metrics: &[MetricIn]) -> TrackingResult<()> {
     struct Open {
@@ -1327,6 +1341,10 @@ pub fn check_batch(batch: &Batch) -> TrackingResult<()> {
     }
     Ok(())
 }
+
+#[path = "tracking_limits.rs"]
+mod limits;
+pub use limits::{DropReason, Dropped, Drops, MetricCaps};
 
 #[cfg(test)]
 #[path = "tracking_tests.rs"]

@@ -18,7 +18,7 @@ fn main() {
     std::process::exit(cli::main(cli));
 }
 
-/// `gpuq __supervise --job-dir DIR --attempt N -- ARGV…` (internal).
+/// `gpuq __supervise --job-dir DIR --attempt N [--log-max B --log-reserve B] -- ARGV…` (internal).
 fn supervise_main(args: &[String]) -> i32 {
     let mut job_dir = None;
     let mut attempt = None;
@@ -26,6 +26,7 @@ fn supervise_main(args: &[String]) -> i32 {
     let mut terminal = false;
     let mut cwd = None;
     let mut container = None;
+    let (mut log_max, mut log_reserve) = (None, 0u64);
     let (mut uid, mut gid, mut groups) = (None, None, Vec::new());
     let mut rest = args;
     while let Some((flag, tail)) = rest.split_first() {
@@ -34,6 +35,8 @@ fn supervise_main(args: &[String]) -> i32 {
             "--attempt" => attempt = tail.first().and_then(|a| a.parse::<u32>().ok()),
             "--cwd" => cwd = tail.first().map(std::path::PathBuf::from),
             "--container" => container = tail.first().cloned(),
+            "--log-max" => log_max = tail.first().and_then(|a| a.parse::<u64>().ok()),
+            "--log-reserve" => log_reserve = tail.first().and_then(|a| a.parse().ok()).unwrap_or(0),
             "--env-from-stdin" => {
                 env_from_stdin = true;
                 rest = tail;
@@ -83,6 +86,10 @@ fn supervise_main(args: &[String]) -> i32 {
         cwd: cwd.as_deref(),
         terminal,
         container,
+        log: log_max.map(|max_bytes| gpuq_exec::log_pipe::LogLimits {
+            max_bytes,
+            reserve_bytes: log_reserve,
+        }),
     })
 }
 

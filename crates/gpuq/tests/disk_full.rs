@@ -144,3 +144,61 @@ fn a_job_that_fills_the_disk_has_its_end_recorded_once_space_returns() {
     let store = gpuq_store::Store::open(&mnt.join("home/gpuq.db")).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
+
+#[test]
+fn a_job_printing_without_end_stops_short_of_the_databases_disk() {
+    const OTHER: &str = "gpuqtestb";
+    let dir = tempfile::tempdir().unwrap();
+    // Another account reaches the daemon's socket under it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=24m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mounting a tmpfs needs root");
+    let _mount = Mount(mnt.clone());
+    let home = mnt.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Logs may be large (1G each): only the reserve stands between the job and a full disk.
+    std::fs::write(
+        home.join("gpuq.toml"),
+        as_tests_config("[output]\ndisk_reserve = \"8M\"\nlog_max_size = \"1G\"\n"),
+    )
+    .unwrap();
+    let d = Daemon::start_in(&home, "none");
+    let flood = d.submit(&["--", "yes", "a line of output that never ends"]);
+    d.wait_running(flood);
+    // The log grows until the disk is down to its reserve, then stops there.
+    let at_reserve = eventually(Duration::from_secs(30), || free_bytes(&mnt) < 9 << 20);
+    assert!(at_reserve, "the log grew: {} bytes free", free_bytes(&mnt));
+    std::thread::sleep(Duration::from_secs(2));
+    let free = free_bytes(&mnt);
+    assert!(free > 6 << 20, "the reserve held: {free} bytes free");
+
+    // Another user's submit still succeeds (the real CLI, as that user), and its job runs.
+    ensure_user(OTHER);
+    let out = as_user(&d, OTHER, &["submit", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let other: u64 = stdout(&out).trim().parse().unwrap();
+    let (_, job) = d.wait_within(other, Duration::from_secs(30));
+    assert_eq!(job["user"], OTHER);
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let ours = d.submit(&["--", "true"]);
+    assert_eq!(d.wait(ours)["state"], "succeeded");
+
+    let log = std::fs::read_to_string(d.job_dir(flood).join("attempt-1.log")).unwrap();
+    assert!(
+        log.contains("[gpuq: output dropped: the disk holding this log is down to the space kept for the database]"),
+        "…{}",
+        &log[log.len().saturating_sub(300)..]
+    );
+    d.ok(&["cancel", &flood.to_string()]);
+    let (_, job) = d.wait_within(flood, Duration::from_secs(60));
+    assert_eq!(job["state"], "cancelled", "{job}");
+    let store = gpuq_store::Store::open(&home.join("gpuq.db")).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}

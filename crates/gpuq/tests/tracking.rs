@@ -573,7 +573,11 @@ fn run_search_filters_orders_and_pages() {
 
 #[test]
 fn a_large_metrics_file_is_stored_exactly_once() {
-    let d = Daemon::start("sim:1");
+    // Three bursts of 100,000 points: over the default limits (tests/floods.rs), not these.
+    let d = Daemon::start_with_config(
+        "sim:1",
+        "[output]\nmetrics_burst = 1000000\nmetrics_user_burst = 1000000\n",
+    );
     // Written while the daemon's tick reads it, ending right after: the tick's
     // read and the attempt's last read meet, and each line is still stored once.
     let script = r#"awk 'BEGIN { for (i = 0; i < 100000; i++) printf "{\"step\": %d, \"loss\": %d}\n", i, i % 977 }' >> "$GPUQ_METRICS_FILE""#;

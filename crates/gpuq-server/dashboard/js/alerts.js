@@ -3,7 +3,7 @@ import { h, clear, table, jobLink, timeEl, text, showError, DASH } from './dom.j
 import { get, qs } from './api.js';
 import { t } from './i18n.js';
 
-export const KINDS = ['job_idle', 'gpu_memory_high', 'gpu_temperature_high', 'gpu_xid', 'gpu_lost', 'job_failed', 'job_oom', 'budget', 'node_idle', 'session_idle'];
+export const KINDS = ['job_idle', 'gpu_memory_high', 'gpu_temperature_high', 'gpu_xid', 'gpu_lost', 'job_failed', 'job_oom', 'budget', 'node_idle', 'session_idle', 'metrics_dropped'];
 const SEVERE = new Set(['gpu_xid', 'gpu_lost', 'job_oom', 'job_failed']);
 
 export function mount(root, route, app) {

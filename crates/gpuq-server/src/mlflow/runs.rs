@@ -421,7 +421,27 @@ fn write(ctx: &AppState, caller: &Writer, id: &str, batch: &Batch) -> MlflowResu
     // mlflow.user names the run's gpuq user; a client's own idea of it is dropped.
     let mut batch = batch.clone();
     batch.tags.retain(|(k, _)| k != "mlflow.user");
-    ctx.service.with_tracking_mut(|t| t.log_batch(id, &batch))?;
+    // Over the job's or the user's rate (or on a disk at its reserve) the excess
+    // is dropped and counted, never refused: a client must not stall its job.
+    let (admitted, earlier) = ctx
+        .service
+        .admit_metrics(id, &caller.user, batch.metrics.len());
+    batch.metrics.truncate(admitted);
+    if batch.metrics.is_empty() && batch.params.is_empty() && batch.tags.is_empty() {
+        return Ok(Json(json!({})));
+    }
+    let caps = ctx.service.metric_caps();
+    let now = gpuq_api::home::now_ms();
+    match ctx
+        .service
+        .with_tracking_mut(|t| t.log_batch_capped(id, &batch, caps, &earlier, now))
+    {
+        Ok(dropped) => ctx.service.say_dropped(id, &dropped),
+        Err(e) => {
+            ctx.service.unrecorded_drops(id, earlier);
+            return Err(e.into());
+        }
+    }
     Ok(Json(json!({})))
 }
 

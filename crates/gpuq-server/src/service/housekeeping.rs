@@ -100,6 +100,7 @@ impl Service {
 
     pub fn housekeeping_tick(self: &Arc<Self>, now: Millis) {
         self.ingest_running_metrics();
+        self.flush_metric_drops();
         self.advance_sweeps();
         self.run_due_schedules(now);
         self.check_idle(now);

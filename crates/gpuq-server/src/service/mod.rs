@@ -15,6 +15,7 @@ mod housekeeping;
 mod input;
 pub mod monitoring;
 mod outcome;
+pub mod output_limits;
 mod placeable;
 mod recovery;
 mod repro;
@@ -198,6 +199,10 @@ pub struct Service {
     link: tracking::TrackingLink,
     /// Held while a job's metrics file is read into the store.
     metrics_reader: Mutex<()>,
+    /// Metric rates per run and user, and drops not yet recorded (`[output]`).
+    metrics_gate: Mutex<output_limits::MetricsGate>,
+    /// Whether the data directory's disk is down to its reserve.
+    disk_watch: Mutex<output_limits::DiskWatch>,
     /// Held while a sweep takes a step: one searcher step at a time.
     sweep_lock: Mutex<()>,
     /// Running interactive sessions: readiness, clients, idle clocks.
@@ -290,6 +295,13 @@ impl Service {
             tracking: Mutex::new(extras.tracking),
             link: extras.link,
             metrics_reader: Mutex::new(()),
+            metrics_gate: Mutex::new(output_limits::MetricsGate::new(output_limits::Rates {
+                run: config.output.metrics_rate,
+                run_burst: config.output.metrics_burst,
+                user: config.output.metrics_user_rate,
+                user_burst: config.output.metrics_user_burst,
+            })),
+            disk_watch: Mutex::new(output_limits::DiskWatch::default()),
             sweep_lock: Mutex::new(()),
             sessions: Mutex::new(HashMap::new()),
             identity,

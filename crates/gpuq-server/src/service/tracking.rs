@@ -20,6 +20,10 @@ const READ_CHUNK: u64 = 2 * 1024 * 1024;
 /// A line longer than this is skipped rather than waited on.
 const MAX_LINE: usize = 1024 * 1024;
 const JOB_TOKEN_PREFIX: &str = "gpuqjob_";
+/// How long the read at an attempt's end may parse before skipping the rest:
+/// the end is recorded after it, whatever the job's backlog. (The rate limits
+/// bound what is parsed anyway; this holds under limits set out of reach.)
+const END_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How a job reaches the tracking API: the daemon's address, and the secret its
 /// job tokens are derived from (the daemon's own token, never handed to a job
@@ -192,6 +196,11 @@ impl Service {
             // Truncated or replaced by the job: start over from its beginning.
             offset = 0;
         }
+        let started = std::time::Instant::now();
+        let run = job.to_string();
+        // Where the store's cursor stands: lines skipped unparsed (over the rate)
+        // move it only with the next write, so a flood costs no transaction per chunk.
+        let mut committed = offset;
         while offset < size {
             file.seek(SeekFrom::Start(offset))
                 .map_err(|e| e.to_string())?;
@@ -208,7 +217,37 @@ impl Service {
             if used == 0 {
                 break;
             }
-            let parsed = metrics_file::parse_lines(lines);
+            // Only as many lines are parsed as the rate has points for; the rest
+            // are counted (a line as one point) and skipped.
+            let (room, reason) = if ended && started.elapsed() > END_BUDGET {
+                // The attempt's end waits for this read: past its budget the rest is skipped.
+                (0, gpuq_store::tracking::DropReason::Rate)
+            } else {
+                self.metric_room(&run, user)
+            };
+            let mut parsed = metrics_file::Parsed::default();
+            let mut unread = 0u64;
+            let read_lines = lines.len().max(1);
+            for line in lines {
+                if parsed.points.len() >= room {
+                    unread += u64::from(!line.is_empty());
+                    continue;
+                }
+                let one = metrics_file::parse_lines(std::iter::once(line));
+                parsed.points.extend(one.points);
+                parsed.skipped += one.skipped;
+            }
+            let mut end = offset + used as u64;
+            if parsed.points.len() >= room && end < size {
+                // Nothing more fits for now: the rest of the file is skipped
+                // unread (a flood costs no reading), its lines counted by their
+                // size at this chunk's bytes per line.
+                let to = last_line_end(&mut file, end, size, ended)?;
+                let per_line = used as f64 / read_lines as f64;
+                unread += ((to - end) as f64 / per_line).round() as u64;
+                end = to;
+            }
+            self.count_dropped(&run, reason, unread);
             if parsed.skipped > 0 {
                 tracing::debug!(
                     "job {job}: {} metrics lines were not JSON objects",
@@ -216,7 +255,7 @@ impl Service {
                 );
             }
             let now = gpuq_api::home::now_ms();
-            let points: Vec<MetricIn> = parsed
+            let mut points: Vec<MetricIn> = parsed
                 .points
                 .into_iter()
                 .filter(|p| gpuq_store::tracking::check_tag(&p.key, "").is_ok())
@@ -227,17 +266,48 @@ impl Service {
                     step: p.step,
                 })
                 .collect();
-            let end = offset + used as u64;
+            offset = end;
+            let last = offset >= size;
+            if points.is_empty() && !last {
+                continue;
+            }
+            let (admitted, earlier) = self.admit_metrics(&run, user, points.len());
+            points.truncate(admitted);
             // The points and the cursor commit together, and only from where the
             // cursor stands: after a crash the lines not yet stored are read
             // again, and no line is stored twice.
-            let stored = self
-                .with_tracking_mut(|t| t.log_from_file(job, &points, offset, end))
-                .map_err(|e| e.to_string())?;
-            if !stored {
-                break;
+            let caps = self.metric_caps();
+            let stored = self.with_tracking_mut(|t| {
+                t.log_from_file_capped(job, &points, (committed, end), caps, &earlier, now)
+            });
+            match stored {
+                Ok(Some(dropped)) => self.say_dropped(&run, &dropped),
+                Ok(None) => {
+                    self.unrecorded_drops(&run, earlier);
+                    break;
+                }
+                Err(e) => {
+                    self.unrecorded_drops(&run, earlier);
+                    return Err(e.to_string());
+                }
             }
-            offset = end;
+            committed = end;
+        }
+        if committed < offset {
+            // Only skipped lines since the last write: move the cursor past them.
+            let caps = self.metric_caps();
+            let now = gpuq_api::home::now_ms();
+            self.with_tracking_mut(|t| {
+                t.log_from_file_capped(
+                    job,
+                    &[],
+                    (committed, offset),
+                    caps,
+                    &Default::default(),
+                    now,
+                )
+            })
+            .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -259,4 +329,29 @@ impl Service {
     pub fn run_status_of(state: JobState) -> &'static str {
         gpuq_store::tracking::run_status(state)
     }
+}
+
+/// Where the last complete line before `size` ends (past `from`): a skip
+/// stops there, so the next read starts at a line. At an attempt's end
+/// everything goes.
+fn last_line_end(
+    file: &mut std::fs::File,
+    from: u64,
+    size: u64,
+    ended: bool,
+) -> Result<u64, String> {
+    if ended {
+        return Ok(size);
+    }
+    let start = size.saturating_sub(64 * 1024).max(from);
+    file.seek(SeekFrom::Start(start))
+        .map_err(|e| e.to_string())?;
+    let mut tail = Vec::new();
+    file.take(size - start)
+        .read_to_end(&mut tail)
+        .map_err(|e| e.to_string())?;
+    Ok(match tail.iter().rposition(|&b| b == b'\n') {
+        Some(at) => start + at as u64 + 1,
+        None => from,
+    })
 }

@@ -41,7 +41,11 @@ pub async fn run(client: &Client, args: MetricsArgs) -> CmdResult {
         print_json(&m);
         return Ok(0);
     }
+    let dropped = dropped_lines(&m.dropped);
     if args.csv {
+        for line in &dropped {
+            errln!("gpuq: job {id}: {line}");
+        }
         outln!("key,step,timestamp,value");
         for s in &m.series {
             for p in &s.points {
@@ -63,6 +67,9 @@ pub async fn run(client: &Client, args: MetricsArgs) -> CmdResult {
             }
         }
         return Ok(0);
+    }
+    for line in &dropped {
+        outln!("{line}");
     }
     if m.series.is_empty() {
         outln!(
@@ -101,6 +108,21 @@ pub async fn run(client: &Client, args: MetricsArgs) -> CmdResult {
         &rows,
     );
     Ok(0)
+}
+
+/// "N points dropped: rate limit", one line per reason (the job went over a
+/// limit of `[output]` in gpuq.toml).
+pub fn dropped_lines(dropped: &std::collections::BTreeMap<String, u64>) -> Vec<String> {
+    dropped
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(reason, n)| {
+            format!(
+                "{n} point{} dropped: {reason}",
+                if *n == 1 { "" } else { "s" }
+            )
+        })
+        .collect()
 }
 
 /// A value as a person reads it: short, and NaN or ±inf spelled out.

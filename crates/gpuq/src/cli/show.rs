@@ -146,6 +146,16 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     if let Some(u) = &detail.gpu_usage {
         row("gpu usage", gpu_usage_line(u));
     }
+    // Metrics over a limit of the daemon's: say how many were dropped, and why.
+    if let Ok(m) = client.job_metrics(id, None, 2).await {
+        let dropped = super::metrics::dropped_lines(&m.dropped);
+        if !dropped.is_empty() {
+            row(
+                "metrics",
+                format!("{} (gpuq metrics {id})", dropped.join(", ")),
+            );
+        }
+    }
     if let Some(code) = j.exit_code {
         row("exit code", code.to_string());
     }
