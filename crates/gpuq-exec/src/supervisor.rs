@@ -292,11 +292,19 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             // Reported as what it is, not as exit 127: the job never ran.
             let why = exec_error(program, &e, job_env.as_ref());
             say!("gpuq: cannot start: {why}");
-            if permanent(&e) {
+            let mut record = if permanent(&e) {
                 ExitRecord::cannot_start(why, now_ms())
             } else {
                 ExitRecord::spawn_failed(why, now_ms())
-            }
+            };
+            // `gpuq run` and `wait` exit as a shell does for a command it cannot
+            // run; the record still says it never started.
+            record.exit_code = match e.raw_os_error() {
+                Some(libc::ENOENT) => Some(127),
+                Some(libc::EACCES | libc::ENOEXEC) => Some(126),
+                _ => None,
+            };
+            record
         }
         Ok(mut child) => {
             // The terminal's job side lives on only in the job: its end is the

@@ -112,10 +112,6 @@
 //! user = "alice"                 # for submit: whose job it is
 //! ```
 
-#[path = "config_output.rs"]
-mod output;
-pub use output::OutputConfig;
-
 use gpuq_core::DurationSpec;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -123,6 +119,10 @@ use std::path::Path;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[path = "config_output.rs"]
+mod output;
+pub use output::OutputConfig;
+
 pub struct Config {
     /// Users who may act on every job (besides root and the daemon's own user).
     #[serde(default)]
@@ -167,8 +167,6 @@ pub struct Config {
     pub envs: EnvsConfig,
     #[serde(default)]
     pub containers: ContainersConfig,
-    #[serde(default)]
-    pub output: OutputConfig,
 }
 
 /// `[envs]`: cached Python environments, built with uv as the job's user.
@@ -178,6 +176,8 @@ pub struct EnvsConfig {
     /// The uv executable; default: `uv` on the daemon's PATH, else on the user's.
     pub uv: Option<String>,
     /// Where environments are kept; default `$GPUQ_HOME/envs`. On Slurm, a
+    #[serde(default)]
+    pub output: OutputConfig,
     /// directory every node sees at the same path.
     pub dir: Option<String>,
     /// The cache's size cap; least recently used environments no queued or
@@ -625,8 +625,6 @@ impl Config {
     pub fn parse(text: &str) -> Result<Self, String> {
         let config: Config =
             toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
-        config.output.check()?;
-        config.connections.check()?;
         if config.telemetry.interval.as_millis() < 100 {
             return Err(format!(
                 "telemetry.interval: {} is too short; use 100ms or more (the default is 5s)",
@@ -719,6 +717,8 @@ impl Config {
 
     /// The autostop commands the API may choose: the configured one and `commands`.
     pub fn autostop_commands(&self) -> Vec<&str> {
+        config.output.check()?;
+        config.connections.check()?;
         let Some(a) = &self.autostop else {
             return Vec::new();
         };

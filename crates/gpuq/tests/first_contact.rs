@@ -178,6 +178,11 @@ fn a_command_that_cannot_start_fails_at_once_and_says_why_everywhere() {
         "the alert names the cause: {alerts}"
     );
 
+    // `gpuq run` exits as a shell would (127), and says why.
+    let run = d.gpuq(&["run", "--", "pythonx-not-here"]);
+    assert_eq!(run.status.code(), Some(127), "{}", stderr(&run));
+    assert!(stderr(&run).contains("cannot start"), "{}", stderr(&run));
+
     // `python` where only `python3` is installed: the reason names the one there is.
     let bin = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink("/bin/true", bin.path().join("python3")).unwrap();
@@ -207,6 +212,7 @@ fn a_command_that_cannot_start_fails_at_once_and_says_why_everywhere() {
         reason.starts_with("cannot start: `./train.sh`: permission denied"),
         "{reason}"
     );
+    assert_eq!(job["exit_code"], 126, "{job}");
 }
 
 /// `gpuq server stop` for a home, when dropped: the test's autostarted daemon.
