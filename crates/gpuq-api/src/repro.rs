@@ -56,6 +56,21 @@ pub struct Repro {
     /// What could not be captured, and why (a time limit, no pip, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Set when the diff, the untracked names and the package list were left
+    /// out of this answer: they are the owner's and admins' only (the diff's
+    /// size and hash stay, so others still see that it changed and can compare).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<Withheld>,
+}
+
+/// What was left out of a record for a reader who is not its owner (nor an
+/// admin), counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Withheld {
+    /// Untracked names left out.
+    pub untracked: usize,
+    /// `pip freeze` lines left out.
+    pub packages: usize,
 }
 
 /// The code: a git checkout at submit time.
@@ -219,6 +234,25 @@ pub fn hide_values(env: &mut BTreeMap<String, String>) {
     }
 }
 
+/// A record as someone who is not the owner (nor an admin) sees it: the
+/// environment's values hidden, and the uncommitted diff (which may hold a key
+/// from a private repository), the untracked names and the packages left out
+/// and counted in [`Repro::withheld`].
+pub fn withhold_private(r: &mut Repro) {
+    hide_values(&mut r.env);
+    let mut withheld = Withheld::default();
+    if let Some(g) = r.git.as_mut() {
+        g.diff = String::new();
+        withheld.untracked = g.untracked.len();
+        g.untracked = Vec::new();
+    }
+    if let Some(p) = r.python.as_mut() {
+        withheld.packages = p.packages.len();
+        p.packages = Vec::new();
+    }
+    r.withheld = Some(withheld);
+}
+
 /// The environment as a record may keep it: secret-looking names hidden, and
 /// credentials taken out of URL values (`DATABASE_URL=postgres://u:pw@db/x`).
 pub fn mask_secrets(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -327,6 +361,40 @@ mod tests {
         let mut all = masked;
         hide_values(&mut all);
         assert!(all.values().all(|v| v == HIDDEN));
+    }
+
+    #[test]
+    fn others_see_that_there_is_a_diff_but_not_what_it_says() {
+        let mut r = Repro {
+            git: Some(GitInfo {
+                dirty: true,
+                diff: "+API_KEY=sk-live-1\n".into(),
+                diff_bytes: 19,
+                diff_sha256: "ab".repeat(32),
+                untracked: vec!["secret.env".into()],
+                ..Default::default()
+            }),
+            python: Some(PythonInfo {
+                packages: vec!["internal-pkg==1.0".into()],
+                ..Default::default()
+            }),
+            env: [("PATH".to_string(), "/bin".to_string())].into(),
+            ..Default::default()
+        };
+        withhold_private(&mut r);
+        let text = serde_json::to_string(&r).unwrap();
+        for private in ["sk-live-1", "secret.env", "internal-pkg", "/bin"] {
+            assert!(!text.contains(private), "{private} in {text}");
+        }
+        let g = r.git.as_ref().unwrap();
+        assert!(g.dirty && g.diff_bytes == 19 && g.diff_sha256.len() == 64);
+        assert_eq!(
+            r.withheld,
+            Some(Withheld {
+                untracked: 1,
+                packages: 1
+            })
+        );
     }
 
     #[test]

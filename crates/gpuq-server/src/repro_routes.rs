@@ -9,7 +9,8 @@ use gpuq_api::repro::{ReproView, RerunRequest};
 use gpuq_core::JobId;
 
 /// Everyone may see what a job ran, as everyone may see the queue; the
-/// environment's values are the owner's (and admins').
+/// environment's values, the diff, the untracked names and the packages are
+/// the owner's (and admins').
 pub async fn repro(
     State(ctx): State<AppState>,
     Extension(caller): Extension<Caller>,

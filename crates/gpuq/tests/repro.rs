@@ -489,3 +489,191 @@ fn others_see_the_record_without_the_environment_and_may_not_rerun() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("belongs to"), "{}", stderr(&out));
 }
+
+/// `curl` over the daemon's socket as a local user: the raw API, no CLI.
+#[cfg(feature = "system-tests")]
+fn raw_api_as(d: &Daemon, user: &str, method: &str, path: &str, body: Option<&str>) -> String {
+    let mut cmd = Command::new("runuser");
+    cmd.args([
+        "-u",
+        user,
+        "--",
+        "curl",
+        "-sS",
+        "--max-time",
+        "20",
+        "-X",
+        method,
+    ])
+    .arg("--unix-socket")
+    .arg(d.path().join("gpuq.sock"));
+    if let Some(b) = body {
+        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    let out = cmd.arg(format!("http://gpuq{path}")).output().unwrap();
+    assert!(out.status.success(), "curl {path}: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// A private repository's uncommitted diff (a key in it), its untracked names
+/// and the package list are the owner's and admins': a labmate sees that the
+/// checkout was dirty, the diff's size and hash, through neither the CLI nor
+/// the raw API.
+#[cfg(feature = "system-tests")]
+#[test]
+fn a_private_diff_untracked_names_and_packages_are_the_owners_and_admins_only() {
+    use std::os::unix::fs::PermissionsExt;
+    const ALICE: &str = "gpuqtesta";
+    const BOB: &str = "gpuqtestb";
+    const KEY: &str = "sk-live-4f9a1c0e7b2d";
+    const UNTRACKED: &str = "prod-credentials.env";
+    const PACKAGE: &str = "alices-internal-tool==3.1";
+    let alice = ensure_user(ALICE);
+    ensure_user(BOB);
+    let d = Daemon::start("sim:1");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Alice's repository, private (0700), with a key in a change not committed.
+    let parent = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = dirty_repo();
+    let repo = parent.path().join("alices-repo");
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(dir.path())
+        .arg(&repo)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::write(repo.join("train.py"), format!("API_KEY = '{KEY}'\n")).unwrap();
+    std::fs::write(repo.join(UNTRACKED), "x\n").unwrap();
+    assert!(Command::new("chown")
+        .args(["-R", &format!("{alice}:{alice}")])
+        .arg(&repo)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::set_permissions(&repo, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = Command::new("runuser")
+        .args([
+            "-u",
+            ALICE,
+            "--",
+            "env",
+            "-u",
+            "GPUQ_URL",
+            "-u",
+            "GPUQ_TOKEN",
+        ])
+        .arg(format!("GPUQ_HOME={}", d.path().display()))
+        .args([
+            "GPUQ_NO_AUTOSTART=1",
+            "XDG_CACHE_HOME=/tmp/gpuqtesta-cache",
+            GPUQ,
+        ])
+        .args(["submit", "--", "true"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let from_repo = stdout(&out).trim().to_string();
+    // A capture with packages, through the raw API as Alice.
+    let body = json!({
+        "spec": {"command": ["true"]},
+        "cwd": "/tmp",
+        "env": {"PATH": "/usr/bin:/bin"},
+        "user": ALICE,
+        "repro": {"captured_at": 1, "hostname": "h",
+                  "python": {"executable": "/usr/bin/python3", "version": "3.11.2",
+                             "packages": [PACKAGE]}},
+    });
+    let answer = raw_api_as(&d, ALICE, "POST", "/v1/jobs", Some(&body.to_string()));
+    let with_packages = serde_json::from_str::<Value>(&answer).unwrap()["id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .to_string();
+    let private = [KEY, UNTRACKED, PACKAGE];
+
+    // Bob: the CLI (JSON and words), --diff, and the raw API of both the record and the job.
+    let cli = |user: &str, args: &[&str]| -> Output { as_user(&d, user, args) };
+    for id in [&from_repo, &with_packages] {
+        let json_out = cli(BOB, &["show", "--repro", "--json", id]);
+        let words = cli(BOB, &["show", "--repro", id]);
+        let diff = cli(BOB, &["show", "--repro", "--diff", id]);
+        let raw = raw_api_as(&d, BOB, "GET", &format!("/v1/jobs/{id}/repro"), None);
+        let job = raw_api_as(&d, BOB, "GET", &format!("/v1/jobs/{id}"), None);
+        assert!(
+            json_out.status.success() && words.status.success(),
+            "{}",
+            stderr(&words)
+        );
+        for seen in [
+            stdout(&json_out),
+            stdout(&words),
+            stdout(&diff),
+            stderr(&diff),
+            raw.clone(),
+            job,
+        ] {
+            for p in private {
+                assert!(!seen.contains(p), "Bob read {p:?} of job {id}: {seen}");
+            }
+        }
+        if id == &from_repo {
+            assert_eq!(diff.status.code(), Some(1), "{}", stderr(&diff));
+            assert!(stderr(&diff).contains("owner"), "{}", stderr(&diff));
+            assert!(
+                stdout(&words).contains("owner's and admins' only"),
+                "{}",
+                stdout(&words)
+            );
+        }
+    }
+    // What Bob still sees: that there is a diff, its size and hash, and how much was left out.
+    let seen: Value = serde_json::from_str(&stdout(&cli(
+        BOB,
+        &["show", "--repro", "--json", &from_repo],
+    )))
+    .unwrap();
+    let g = &seen["repro"]["git"];
+    assert_eq!(g["dirty"], true, "{seen}");
+    assert!(g["diff_bytes"].as_u64().unwrap() > 0, "{seen}");
+    assert_eq!(g["diff_sha256"].as_str().unwrap().len(), 64, "{seen}");
+    // notes.txt (from dirty_repo) and the credentials file.
+    assert_eq!(seen["repro"]["withheld"]["untracked"], 2, "{seen}");
+    let seen: Value = serde_json::from_str(&raw_api_as(
+        &d,
+        BOB,
+        "GET",
+        &format!("/v1/jobs/{with_packages}/repro"),
+        None,
+    ))
+    .unwrap();
+    assert_eq!(seen["repro"]["withheld"]["packages"], 1, "{seen}");
+
+    // Alice reads all of it, as does an admin (the daemon's token).
+    let diff = cli(ALICE, &["show", "--repro", "--diff", &from_repo]);
+    assert!(stdout(&diff).contains(KEY), "{}", stderr(&diff));
+    let mine: Value = serde_json::from_str(&stdout(&cli(
+        ALICE,
+        &["show", "--repro", "--json", &from_repo],
+    )))
+    .unwrap();
+    assert_eq!(
+        mine["repro"]["git"]["untracked"],
+        json!(["notes.txt", UNTRACKED]),
+        "{mine}"
+    );
+    assert!(mine["repro"].get("withheld").is_none(), "{mine}");
+    let admin = d.json(&["show", "--repro", "--json", &with_packages]);
+    assert_eq!(
+        admin["repro"]["python"]["packages"],
+        json!([PACKAGE]),
+        "{admin}"
+    );
+    assert!(
+        repro_of(&d, from_repo.parse().unwrap())["repro"]["git"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains(KEY)
+    );
+}

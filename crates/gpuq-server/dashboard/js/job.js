@@ -473,6 +473,8 @@ export function mount(root, route, app) {
     else {
       const g = r.git;
       const p = r.python;
+      // The diff, untracked names and packages of someone else's job: counted, not shown.
+      const w = r.withheld;
       out.push(dl([
         [t('repro.captured'), timeEl(r.captured_at)],
         [t('repro.host'), text(r.hostname)],
@@ -486,8 +488,8 @@ export function mount(root, route, app) {
         [t('repro.remote'), text(g.remote)],
         [t('repro.root'), h('code', null, g.root)],
         [t('repro.dirty'), h('span', { class: 'badge ' + (g.dirty ? 'warn' : 'ok'), id: 'repro-dirty', dataset: { dirty: g.dirty } }, g.dirty ? t('repro.dirtyYes') : t('repro.clean'))],
-        [t('repro.diff'), g.diff ? more(t('repro.diffSize', { n: num(g.diff_bytes) }) + (g.diff_truncated ? ' · ' + t('repro.truncated') : ''), pre(g.diff, 'diff')) : DASH],
-        [t('repro.untracked'), g.untracked.length ? more(String(g.untracked.length) + (g.untracked_truncated ? '+' : ''), pre(g.untracked.join('\n'))) : '0'],
+        [t('repro.diff'), w && g.dirty ? h('span', { class: 'muted', id: 'repro-withheld' }, t('repro.diffSize', { n: num(g.diff_bytes) }) + ' · ' + t('repro.withheld')) : g.diff ? more(t('repro.diffSize', { n: num(g.diff_bytes) }) + (g.diff_truncated ? ' · ' + t('repro.truncated') : ''), pre(g.diff, 'diff')) : DASH],
+        [t('repro.untracked'), w && w.untracked ? h('span', { class: 'muted' }, String(w.untracked) + ' · ' + t('repro.withheld')) : g.untracked.length ? more(String(g.untracked.length) + (g.untracked_truncated ? '+' : ''), pre(g.untracked.join('\n'))) : '0'],
       ], 'facts-grid') : h('p', { class: 'muted' }, t('repro.noGit')));
       out.push(h('h3', { class: 'sub' }, 'Python'));
       out.push(p ? dl([
@@ -495,7 +497,7 @@ export function mount(root, route, app) {
         [t('repro.executable'), h('code', null, p.executable)],
         [t('repro.venv'), text(p.virtual_env)],
         [t('repro.lock'), p.lock ? h('span', null, h('code', null, p.lock.path), ' ', h('span', { class: 'muted small' }, 'sha256 ' + p.lock.sha256.slice(0, 16) + '…')) : DASH],
-        [t('repro.packages'), p.packages.length ? more(String(p.packages.length), pre(p.packages.join('\n'))) : '0'],
+        [t('repro.packages'), w && w.packages ? h('span', { class: 'muted' }, String(w.packages) + ' · ' + t('repro.withheld')) : p.packages.length ? more(String(p.packages.length), pre(p.packages.join('\n'))) : '0'],
       ], 'facts-grid') : h('p', { class: 'muted' }, t('repro.noPython')));
       const envKeys = Object.keys(r.env || {});
       if (envKeys.length) out.push(more(t('repro.env', { n: envKeys.length }), kv(r.env)));

@@ -24,6 +24,8 @@ pub(super) fn completed(
     r.script = spec.run.clone();
     r.cwd = cwd.to_string();
     r.env = repro::mask_secrets(env);
+    // Only an answer to a reader who is not the owner withholds anything.
+    r.withheld = None;
     serde_json::to_string(&r).ok()
 }
 
@@ -75,7 +77,8 @@ impl Service {
     }
 
     /// The job's record and its attempts' runtimes. `owner`: the caller may see
-    /// the environment's values (the job's owner, or an admin).
+    /// the environment's values, the diff, the untracked names and the
+    /// packages (the job's owner, or an admin).
     pub fn repro_view(&self, id: JobId, owner: bool) -> Result<ReproView, ServiceError> {
         let (record, runtimes) = {
             let inner = self.lock();
@@ -93,7 +96,7 @@ impl Service {
             }
         });
         if let (Some(r), false) = (repro.as_mut(), owner) {
-            repro::hide_values(&mut r.env);
+            repro::withhold_private(r);
         }
         let runtime = runtimes
             .iter()

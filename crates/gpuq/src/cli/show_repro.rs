@@ -4,10 +4,11 @@
 use super::output::{ago, print_json};
 use super::{CliError, CmdResult};
 use gpuq_api::home::now_ms;
-use gpuq_api::repro::{GitInfo, Repro, RuntimeInfo, HIDDEN};
+use gpuq_api::repro::{GitInfo, Repro, RuntimeInfo, Withheld, HIDDEN};
 use gpuq_api::Client;
 use gpuq_core::limits::human_bytes;
 use gpuq_core::JobId;
+use std::io::IsTerminal;
 
 pub async fn run(client: &Client, id: JobId, json: bool, diff: bool) -> CmdResult {
     let view = client.repro(id).await?;
@@ -39,6 +40,11 @@ fn print_diff(id: JobId, repro: Option<&Repro>) -> CmdResult {
             "job {id} has no git record (it was not submitted from a git checkout, or without a capture)"
         ))
     })?;
+    if repro.is_some_and(|r| r.withheld.is_some()) && git.dirty {
+        return Err(CliError::failure(format!(
+            "job {id}'s diff is its owner's: only they or an admin (`admins` in gpuq.toml) may read it"
+        )));
+    }
     if git.diff_truncated {
         errln!(
             "gpuq: warning: only part of job {id}'s diff was kept ({} of {}); it holds whole files where it could",
@@ -49,7 +55,12 @@ fn print_diff(id: JobId, repro: Option<&Repro>) -> CmdResult {
     if git.diff.is_empty() && !git.dirty {
         errln!("gpuq: job {id} was submitted from a clean checkout: no diff");
     }
-    out!("{}", git.diff);
+    // Exact for `| git apply` (CRLF files included); on a terminal, cleaned.
+    if std::io::stdout().is_terminal() {
+        out!("{}", git.diff);
+    } else {
+        super::output::write_stdout_bytes(git.diff.as_bytes());
+    }
     Ok(0)
 }
 
@@ -77,7 +88,7 @@ fn print_repro(id: JobId, r: &Repro, row: &dyn Fn(&str, String)) {
     }
     row("cwd", r.cwd.clone());
     match &r.git {
-        Some(g) => print_git(id, g, row),
+        Some(g) => print_git(id, g, r.withheld, row),
         None => row(
             "git",
             "none (not a git checkout, or git is not installed)".into(),
@@ -91,6 +102,12 @@ fn print_repro(id: JobId, r: &Repro, row: &dyn Fn(&str, String)) {
                 .map(|v| format!(" (environment {v})"))
                 .unwrap_or_default();
             row("python", format!("{} {}{venv}", p.version, p.executable));
+            if let Some(w) = r.withheld.filter(|w| w.packages > 0) {
+                row(
+                    "packages",
+                    format!("{} (the list is its owner's and admins' only)", w.packages),
+                );
+            }
             if !p.packages.is_empty() {
                 row(
                     "packages",
@@ -120,7 +137,7 @@ fn print_repro(id: JobId, r: &Repro, row: &dyn Fn(&str, String)) {
     }
 }
 
-fn print_git(id: JobId, g: &GitInfo, row: &dyn Fn(&str, String)) {
+fn print_git(id: JobId, g: &GitInfo, withheld: Option<Withheld>, row: &dyn Fn(&str, String)) {
     let branch = g
         .branch
         .as_ref()
@@ -139,6 +156,12 @@ fn print_git(id: JobId, g: &GitInfo, row: &dyn Fn(&str, String)) {
     }
     let changes = if !g.dirty {
         "none: the checkout was clean".to_string()
+    } else if withheld.is_some() {
+        let hash: String = g.diff_sha256.chars().take(12).collect();
+        format!(
+            "{} of uncommitted changes (sha256 {hash}); what they say is its owner's and admins' only",
+            human_bytes(g.diff_bytes as usize)
+        )
     } else {
         let (files, added, removed) = diff_stat(&g.diff);
         let cut = if g.diff_truncated {
@@ -156,6 +179,15 @@ fn print_git(id: JobId, g: &GitInfo, row: &dyn Fn(&str, String)) {
         )
     };
     row("changes", changes);
+    if let Some(w) = withheld.filter(|w| w.untracked > 0) {
+        row(
+            "untracked",
+            format!(
+                "{} (the names are its owner's and admins' only)",
+                w.untracked
+            ),
+        );
+    }
     if !g.untracked.is_empty() {
         let shown: Vec<&str> = g.untracked.iter().take(5).map(String::as_str).collect();
         let more = g.untracked.len() - shown.len();
