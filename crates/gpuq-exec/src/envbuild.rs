@@ -120,7 +120,7 @@ impl EnvCache {
     pub fn log(&self, key: &str) -> PathBuf {
         self.root.join("logs").join(format!("{key}.log"))
     }
-    fn trash(&self) -> PathBuf {
+    pub(crate) fn trash(&self) -> PathBuf {
         self.root.join(".trash")
     }
 

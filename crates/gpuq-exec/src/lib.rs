@@ -7,11 +7,12 @@
 pub mod backend;
 pub mod container;
 pub mod envbuild;
+pub mod envseal;
 pub mod layout;
 pub mod local;
 mod local_backend;
-pub mod pty;
 pub mod log_pipe;
+pub mod pty;
 pub mod safe_fs;
 pub mod slurm;
 pub mod slurm_cluster;

@@ -637,3 +637,112 @@ fn a_lab_wide_cache_serves_every_user_from_one_read_only_build() {
     assert_eq!(envs.as_array().unwrap().len(), 1, "{envs}");
     assert_eq!(envs[0]["builds"], 1);
 }
+
+/// A lab-wide environment is immutable once built, to its builder too: the
+/// tree is root's (0755/0644), so the builder can neither add a `.pth` file,
+/// change a module nor swap the interpreter's link, and a descriptor their
+/// build kept open writes into a copy nobody uses. A labmate's job runs
+/// untouched.
+#[cfg(feature = "system-tests")]
+#[test]
+fn a_lab_wide_environment_cannot_be_changed_by_its_builder() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(lab) = RootLab::new("shared = true\n") else {
+        return;
+    };
+    const OTHER: &str = "gpuqtestc";
+    let other_uid = ensure_user(OTHER);
+    let pwned = format!("/tmp/gpuq-pwned-{other_uid}");
+    let _ = std::fs::remove_file(&pwned);
+    let mark = lab.work.path().join("late-write-done");
+    // The builder's setup leaves a writer behind with a `.pth` file open.
+    let setup = format!(
+        "sp=$(echo \"$VIRTUAL_ENV\"/lib/python*/site-packages); exec 3>>\"$sp/gpuq_late.pth\"; \
+         (sleep 4; echo \"import os; open('/tmp/gpuq-pwned-' + str(os.getuid()), 'w')\" >&3; \
+         touch '{}') >/dev/null 2>&1 &",
+        mark.display()
+    );
+    let spec = lab.spec("reqs", "gpuqdemo==1.0", &setup);
+    let a = lab.submit(&spec);
+    assert_eq!(lab.d.wait(a)["state"], "succeeded", "{}", lab.d.log(a));
+    let venv = std::path::PathBuf::from(line_of(&lab.d.log(a), "venv"));
+    assert!(
+        eventually(Duration::from_secs(30), || mark.exists()),
+        "the late writer ran"
+    );
+
+    // Everything in it is root's and nobody else may write it.
+    let mut stack = vec![venv.clone()];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&dir).unwrap();
+        assert_eq!(meta.uid(), 0, "{} is not root's", dir.display());
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            seen += 1;
+            assert_eq!(meta.uid(), 0, "{} is uid {}'s", path.display(), meta.uid());
+            if !meta.file_type().is_symlink() {
+                assert_eq!(
+                    meta.mode() & 0o022,
+                    0,
+                    "{} is writable by others",
+                    path.display()
+                );
+            }
+            if meta.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    assert!(seen > 10, "{seen} entries");
+
+    // The builder's tries, each refused.
+    let lib = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let site = lib.join("site-packages").display().to_string();
+    assert!(Path::new(&site).join("gpuqdemo.py").exists(), "{site}");
+    for (what, script) in [
+        (
+            "add a .pth file",
+            format!("echo 'import os' > {site}/evil.pth"),
+        ),
+        (
+            "change a module",
+            format!("echo 'VERSION = 666' >> {site}/gpuqdemo.py"),
+        ),
+        (
+            "replace the interpreter's link",
+            format!("ln -sfn /bin/sh {}/bin/python", venv.display()),
+        ),
+        (
+            "make it writable",
+            format!("chmod -R u+w {}", venv.display()),
+        ),
+        (
+            "rename it",
+            format!("mv {} {}.mine", venv.display(), venv.display()),
+        ),
+    ] {
+        let out = std::process::Command::new("runuser")
+            .args(["-u", RootLab::USER, "--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the builder could {what}: {script}");
+    }
+
+    // The labmate's job: the same environment, as it was built.
+    let b = lab.submit_as(OTHER, &[&spec]);
+    assert_eq!(lab.d.wait(b)["state"], "succeeded", "{}", lab.d.log(b));
+    let lb = lab.d.log(b);
+    assert_eq!(line_of(&lb, "venv"), venv.display().to_string());
+    assert_eq!(line_of(&lb, "version"), "1.0", "{lb}");
+    assert!(
+        !Path::new(&pwned).exists(),
+        "the builder's late .pth ran in the labmate's job"
+    );
+}

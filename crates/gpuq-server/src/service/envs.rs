@@ -369,6 +369,10 @@ impl Service {
                 EnvBuilt::Failed("the build was cut short (its builder was killed)".into())
             }
         };
+        let built = match built {
+            EnvBuilt::Ready { .. } if self.config.envs.shared => self.seal_env(key, now, built),
+            other => other,
+        };
         let interrupted = matches!(&built, EnvBuilt::Failed(c) if c.contains("cut short"));
         {
             let mut inner = self.lock();
@@ -452,22 +456,47 @@ impl Service {
         self.changed_and_reschedule();
     }
 
-    /// Moves an environment's directory out of the cache and has its owner remove it.
+    /// A lab-wide environment, just built, made immutable (`EnvCache::seal`):
+    /// ready only once nobody but the daemon's account can change it.
+    fn seal_env(&self, key: &str, now: Millis, built: EnvBuilt) -> EnvBuilt {
+        let seal = self.env_cache().seal(key, now);
+        if let Some(path) = seal.retired {
+            let owner = self.lock().store.env(key).ok().flatten().map(|r| r.user);
+            self.remove_as(&path, owner.as_deref());
+        }
+        match seal.result {
+            Ok(()) => built,
+            Err(why) => {
+                tracing::warn!("environment {key} could not be sealed: {why}");
+                EnvBuilt::Failed(format!("it cannot be shared read-only: {why}"))
+            }
+        }
+    }
+
+    /// Moves an environment's directory out of the cache and has its owner
+    /// remove it (a sealed one is the daemon's own).
     fn remove_env_dir(&self, key: &str, now: Millis) {
         let cache = self.env_cache();
-        let owner = self.lock().store.env(key).ok().flatten().map(|r| r.user);
+        let owner = if cache.is_sealed(key) {
+            None
+        } else {
+            self.lock().store.env(key).ok().flatten().map(|r| r.user)
+        };
         match cache.retire(key, now) {
-            Ok(Some(path)) => {
-                let run_as = owner.and_then(|u| self.run_as(&u).ok().flatten());
-                match cache.remover(&path, run_as.as_ref()).spawn() {
-                    Ok(mut child) => {
-                        std::thread::spawn(move || child.wait());
-                    }
-                    Err(e) => tracing::warn!("cannot remove {}: {e}", path.display()),
-                }
-            }
+            Ok(Some(path)) => self.remove_as(&path, owner.as_deref()),
             Ok(None) => {}
             Err(e) => tracing::warn!("cannot retire environment {key}: {e}"),
+        }
+    }
+
+    /// Removes a retired tree with `owner`'s rights (`None`: the daemon's).
+    fn remove_as(&self, path: &std::path::Path, owner: Option<&str>) {
+        let run_as = owner.and_then(|u| self.run_as(u).ok().flatten());
+        match self.env_cache().remover(path, run_as.as_ref()).spawn() {
+            Ok(mut child) => {
+                std::thread::spawn(move || child.wait());
+            }
+            Err(e) => tracing::warn!("cannot remove {}: {e}", path.display()),
         }
     }
 

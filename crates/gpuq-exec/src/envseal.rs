@@ -1,0 +1,377 @@
+//! A lab-wide environment (`[envs] shared = true`) made immutable once built.
+//!
+//! The build runs as the user who first asked for it, in a directory that user
+//! owns; left so, they could change it afterwards (a `.pth` file runs in every
+//! labmate's job, as the labmate). Sealing moves the built tree out of the
+//! user's reach (into `.seal/`, the daemon's, 0700), copies it into a fresh
+//! tree the daemon's account owns (directories 0755, files 0644 or 0755: new
+//! inodes, so a descriptor the builder kept open writes nothing that is used),
+//! and renames the copy into place. The builder's tree goes to `.trash/` for
+//! its owner to remove. Every reference that leaves the environment (a link,
+//! the interpreter's `home` in `pyvenv.cfg`, a path in a `.pth` file) must lead
+//! to files nobody but root can change, or the environment is refused.
+
+use crate::envbuild::EnvCache;
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+
+/// Deeper than this is not a Python environment.
+const MAX_DEPTH: usize = 64;
+/// A `.pth` file is read whole to be checked, up to this much.
+const MAX_PTH_BYTES: u64 = 1 << 20;
+/// The mark of a sealed environment, under its `.gpuq/`.
+const SEALED: &str = "sealed";
+
+/// What sealing did: the result, and the builder's tree, retired, for its
+/// owner to remove (`EnvCache::remover`).
+#[derive(Debug)]
+pub struct Seal {
+    pub result: Result<(), String>,
+    pub retired: Option<PathBuf>,
+}
+
+impl EnvCache {
+    /// Makes the environment of `key`, just built, immutable (see the module's
+    /// documentation). Done already (a restart between sealing and recording
+    /// it): nothing to do.
+    pub fn seal(&self, key: &str, now_ms: i64) -> Seal {
+        let done = |result| Seal {
+            result,
+            retired: None,
+        };
+        if self.is_sealed(key) {
+            return done(Ok(()));
+        }
+        let seal_dir = self.root().join(".seal");
+        if let Err(e) = private_dir(&seal_dir) {
+            return done(Err(format!("{}: {e}", seal_dir.display())));
+        }
+        let staging = seal_dir.join(format!("{key}.{now_ms}"));
+        let fresh = seal_dir.join(format!("{key}.{now_ms}.new"));
+        // Out of the builder's reach by name: `.seal` is the daemon's, 0700.
+        if let Err(e) = std::fs::rename(self.dir(key), &staging) {
+            // Gone: a seal that a restart cut short moved it; the waiting jobs get a fresh build.
+            return done(Err(if e.kind() == std::io::ErrorKind::NotFound {
+                "the build was cut short (its directory is gone)".to_string()
+            } else {
+                format!("cannot move the build aside: {e}")
+            }));
+        }
+        let result = copy_sealed(&staging, &fresh, &self.dir(key))
+            .and_then(|()| std::fs::rename(&fresh, self.dir(key)).map_err(|e| e.to_string()));
+        if result.is_err() {
+            // Ours alone: nothing the builder can reach.
+            let _ = std::fs::remove_dir_all(&fresh);
+        }
+        let trash = self.trash().join(format!("{key}.{now_ms}"));
+        let retired = std::fs::rename(&staging, &trash).ok().map(|()| trash);
+        Seal { result, retired }
+    }
+
+    /// The environment of `key` is a sealed one: its directory and its mark are
+    /// the daemon's account's.
+    pub fn is_sealed(&self, key: &str) -> bool {
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        crate::safe_fs::Dir::open(&self.dir(key))
+            .and_then(|d| {
+                if d.owner()? != me {
+                    return Err(std::io::Error::other("not the daemon's"));
+                }
+                d.dir(".gpuq")?.open_regular(SEALED, Some(me))
+            })
+            .is_ok()
+    }
+}
+
+/// The daemon's own directory, 0700: made, or checked and tightened.
+fn private_dir(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    match std::fs::create_dir(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(path)?;
+    // SAFETY: geteuid cannot fail.
+    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
+        return Err(std::io::Error::other("not a directory of the daemon's"));
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Copies the built tree `from` into the new directory `to`, whose contents
+/// will live at `final_root`; then checks what leaves the environment.
+fn copy_sealed(from: &Path, to: &Path, final_root: &Path) -> Result<(), String> {
+    let src =
+        open_dir_at(None, from.as_os_str()).map_err(|e| format!("{}: {e}", from.display()))?;
+    let dst = make_dir_at(None, to.as_os_str()).map_err(|e| format!("{}: {e}", to.display()))?;
+    let walk = Walk { final_root };
+    walk.copy(&src, &dst, Path::new(""), 0)?;
+    let gpuq = OsStr::new(".gpuq");
+    let meta = open_dir_at(Some(&dst), gpuq)
+        .or_else(|_| make_dir_at(Some(&dst), gpuq))
+        .map_err(|e| format!(".gpuq: {e}"))?;
+    create_at(&meta, OsStr::new(SEALED)).map_err(|e| format!(".gpuq/{SEALED}: {e}"))?;
+    chmod(&meta, 0o755)?;
+    walk.check_interpreter(&to.join("pyvenv.cfg"))?;
+    chmod(&dst, 0o755)
+}
+
+struct Walk<'a> {
+    final_root: &'a Path,
+}
+
+impl Walk<'_> {
+    fn copy(&self, src: &OwnedFd, dst: &OwnedFd, rel: &Path, depth: usize) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("{}: nested too deeply", rel.display()));
+        }
+        for name in names(src).map_err(|e| format!("{}: {e}", rel.display()))? {
+            let here = rel.join(&name);
+            let shown = || here.display().to_string();
+            let st = stat_at(src, &name).map_err(|e| format!("{}: {e}", shown()))?;
+            match st.st_mode & libc::S_IFMT {
+                libc::S_IFDIR => {
+                    let s =
+                        open_dir_at(Some(src), &name).map_err(|e| format!("{}: {e}", shown()))?;
+                    let d =
+                        make_dir_at(Some(dst), &name).map_err(|e| format!("{}: {e}", shown()))?;
+                    self.copy(&s, &d, &here, depth + 1)?;
+                    chmod(&d, 0o755)?;
+                }
+                libc::S_IFREG => {
+                    let mut s =
+                        open_file_at(src, &name).map_err(|e| format!("{}: {e}", shown()))?;
+                    let mut d = create_at(dst, &name).map_err(|e| format!("{}: {e}", shown()))?;
+                    if name.as_bytes().ends_with(b".pth") {
+                        // What is checked is what is written: read once.
+                        let mut text = Vec::new();
+                        (&mut s)
+                            .take(MAX_PTH_BYTES)
+                            .read_to_end(&mut text)
+                            .and_then(|_| d.write_all(&text))
+                            .map_err(|e| format!("{}: {e}", shown()))?;
+                        self.check_pth(&here, &String::from_utf8_lossy(&text))?;
+                    } else {
+                        std::io::copy(&mut s, &mut d).map_err(|e| format!("{}: {e}", shown()))?;
+                    }
+                    let exec = st.st_mode & 0o111 != 0;
+                    chmod_file(&d, if exec { 0o755 } else { 0o644 })?;
+                }
+                libc::S_IFLNK => {
+                    let target = link_at(src, &name).map_err(|e| format!("{}: {e}", shown()))?;
+                    self.check_leads(&here, Path::new(&target), "links to")?;
+                    symlink_at(dst, &name, &target).map_err(|e| format!("{}: {e}", shown()))?;
+                }
+                _ => {
+                    return Err(format!(
+                        "{} is a FIFO, a socket or a device: an environment holds none",
+                        shown()
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `target`, written at `rel` (relative to the environment), leads inside
+    /// the environment or to files only root can change.
+    fn check_leads(&self, rel: &Path, target: &Path, verb: &str) -> Result<(), String> {
+        let at = self.final_root.join(rel);
+        let whole = at.parent().unwrap_or(self.final_root).join(target);
+        let resolved = normalize(&whole);
+        if resolved.starts_with(self.final_root) {
+            return Ok(());
+        }
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        crate::safe_fs::check_trusted(&resolved, me).map_err(|why| {
+            format!(
+                "{} {verb} {}, which others than root can change ({why}); a lab-wide environment \
+                 may only lead to files root owns: use a Python root installed (the system's \
+                 python3, or `uv python install --install-dir /opt/python` as root) and packages \
+                 from an index, not from a user's directory",
+                rel.display(),
+                target.display()
+            )
+        })
+    }
+
+    /// A `.pth` file's path lines join `sys.path` (as `site` reads them:
+    /// relative to its directory; `#` comments and `import` lines are not
+    /// paths): they must lead to trusted places too.
+    fn check_pth(&self, rel: &Path, text: &str) -> Result<(), String> {
+        for line in text.lines() {
+            let line = line.trim_end();
+            if line.is_empty()
+                || line.starts_with('#')
+                || line.starts_with("import ")
+                || line.starts_with("import\t")
+            {
+                continue;
+            }
+            self.check_leads(rel, Path::new(line), "adds to sys.path")?;
+        }
+        Ok(())
+    }
+
+    /// `home` in `pyvenv.cfg`: where the interpreter and its standard library are.
+    fn check_interpreter(&self, cfg: &Path) -> Result<(), String> {
+        let Ok(text) = std::fs::read_to_string(cfg) else {
+            return Ok(());
+        };
+        for line in text.lines() {
+            if let Some((k, v)) = line.split_once('=') {
+                if k.trim() == "home" {
+                    self.check_leads(
+                        Path::new("pyvenv.cfg"),
+                        Path::new(v.trim()),
+                        "names its interpreter in",
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `path` with `.` and `..` resolved as text (no link is followed).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn cstr(name: &OsStr) -> std::io::Result<CString> {
+    CString::new(name.as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in a name"))
+}
+
+fn check(rc: libc::c_int) -> std::io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn dirfd(at: Option<&OwnedFd>) -> libc::c_int {
+    at.map_or(libc::AT_FDCWD, |d| d.as_raw_fd())
+}
+
+fn open_dir_at(at: Option<&OwnedFd>, name: &OsStr) -> std::io::Result<OwnedFd> {
+    let c = cstr(name)?;
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a valid descriptor (or AT_FDCWD) and C string; the result is owned below.
+    let fd = check(unsafe { libc::openat(dirfd(at), c.as_ptr(), flags) })?;
+    // SAFETY: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A new directory (it must not exist), 0700 until its contents are in.
+fn make_dir_at(at: Option<&OwnedFd>, name: &OsStr) -> std::io::Result<OwnedFd> {
+    let c = cstr(name)?;
+    // SAFETY: a valid descriptor (or AT_FDCWD) and C string.
+    check(unsafe { libc::mkdirat(dirfd(at), c.as_ptr(), 0o700) })?;
+    open_dir_at(at, name)
+}
+
+fn open_file_at(at: &OwnedFd, name: &OsStr) -> std::io::Result<File> {
+    let c = cstr(name)?;
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: our descriptor and a valid C string.
+    let fd = check(unsafe { libc::openat(at.as_raw_fd(), c.as_ptr(), flags) })?;
+    // SAFETY: a fresh descriptor nobody else owns.
+    let file = unsafe { File::from_raw_fd(fd) };
+    // Swapped for something else since it was listed: refused.
+    if !file.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+fn create_at(at: &OwnedFd, name: &OsStr) -> std::io::Result<File> {
+    let c = cstr(name)?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: our descriptor and a valid C string.
+    let fd =
+        check(unsafe { libc::openat(at.as_raw_fd(), c.as_ptr(), flags, 0o600 as libc::c_uint) })?;
+    // SAFETY: a fresh descriptor nobody else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+fn stat_at(at: &OwnedFd, name: &OsStr) -> std::io::Result<libc::stat> {
+    let c = cstr(name)?;
+    // SAFETY: our descriptor, a valid C string and a zeroed struct we own.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        check(libc::fstatat(
+            at.as_raw_fd(),
+            c.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        ))?;
+        Ok(st)
+    }
+}
+
+fn link_at(at: &OwnedFd, name: &OsStr) -> std::io::Result<OsString> {
+    let c = cstr(name)?;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: our descriptor, a valid C string and a buffer of the length given.
+    let n = unsafe {
+        libc::readlinkat(
+            at.as_raw_fd(),
+            c.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(OsString::from_vec(buf))
+}
+
+fn symlink_at(at: &OwnedFd, name: &OsStr, target: &OsStr) -> std::io::Result<()> {
+    let (c, t) = (cstr(name)?, cstr(target)?);
+    // SAFETY: our descriptor and valid C strings.
+    check(unsafe { libc::symlinkat(t.as_ptr(), at.as_raw_fd(), c.as_ptr()) }).map(drop)
+}
+
+fn chmod(dir: &OwnedFd, mode: libc::mode_t) -> Result<(), String> {
+    // SAFETY: fchmod on a descriptor we own.
+    check(unsafe { libc::fchmod(dir.as_raw_fd(), mode) })
+        .map(drop)
+        .map_err(|e| format!("chmod: {e}"))
+}
+
+fn chmod_file(file: &File, mode: libc::mode_t) -> Result<(), String> {
+    // SAFETY: fchmod on a descriptor we own.
+    check(unsafe { libc::fchmod(file.as_raw_fd(), mode) })
+        .map(drop)
+        .map_err(|e| format!("chmod: {e}"))
+}
+
+/// A directory's entries, by descriptor (a rename under us changes nothing).
+fn names(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))? {
+        out.push(e?.file_name());
+    }
+    out.sort();
+    Ok(out)
+}
