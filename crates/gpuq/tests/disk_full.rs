@@ -187,8 +187,20 @@ fn a_job_printing_without_end_stops_short_of_the_databases_disk() {
     let (_, job) = d.wait_within(other, Duration::from_secs(30));
     assert_eq!(job["user"], OTHER);
     assert_eq!(job["state"], "succeeded", "{job}");
-    let ours = d.submit(&["--", "true"]);
+    // Metrics are dropped too while the disk is at its reserve, and said.
+    let ours = d.submit(&[
+        "--",
+        "sh",
+        "-c",
+        "echo '{\"loss\": 1}' >> \"$GPUQ_METRICS_FILE\"",
+    ]);
     assert_eq!(d.wait(ours)["state"], "succeeded");
+    let mut said = String::new();
+    let dropped = eventually(Duration::from_secs(20), || {
+        said = d.ok(&["metrics", &ours.to_string()]);
+        said.contains("1 point dropped: disk reserve")
+    });
+    assert!(dropped, "{said}");
 
     let log = std::fs::read_to_string(d.job_dir(flood).join("attempt-1.log")).unwrap();
     assert!(
