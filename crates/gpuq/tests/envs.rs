@@ -746,3 +746,52 @@ fn a_lab_wide_environment_cannot_be_changed_by_its_builder() {
         "the builder's late .pth ran in the labmate's job"
     );
 }
+
+/// What leads out of a lab-wide environment must be root's too: a `.pth` path
+/// or a link into the builder's own directory (which they could change later)
+/// fails the build, and says which and why.
+#[cfg(feature = "system-tests")]
+#[test]
+fn a_lab_wide_environment_leading_into_a_users_directory_is_refused() {
+    let Some(lab) = RootLab::new("shared = true\n") else {
+        return;
+    };
+    let mine = lab.work.path().join("mine");
+    for (name, setup, says) in [
+        (
+            "pth",
+            format!(
+                "echo '{}' > \"$(echo \"$VIRTUAL_ENV\"/lib/python*/site-packages)/gpuq_mine.pth\"",
+                mine.display()
+            ),
+            "adds to sys.path",
+        ),
+        (
+            "link",
+            format!(
+                "ln -s '{}' \"$(echo \"$VIRTUAL_ENV\"/lib/python*/site-packages)/evil.py\"",
+                mine.display()
+            ),
+            "links to",
+        ),
+    ] {
+        let spec = lab.spec(name, "gpuqdemo==1.0", &setup);
+        let job = lab.submit(&spec);
+        let end = lab.d.wait(job);
+        assert_eq!(end["state"], "failed", "{name}: {end}");
+        let reason = end["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("cannot be shared read-only") && reason.contains(says),
+            "{name}: {reason}"
+        );
+        assert!(reason.contains(&mine.display().to_string()), "{reason}");
+    }
+    let envs = lab.d.json(&["envs", "--json"]);
+    assert!(
+        envs.as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["state"] != "ready"),
+        "{envs}"
+    );
+}
