@@ -198,28 +198,32 @@ def test_every_page_renders_without_errors(daemon, new_page, locale, sweep):
 
 def test_a_notebook_opens_from_its_link_runs_a_kernel_and_is_listed(daemon, new_page):
     """`gpuq notebook`'s link logs in and opens JupyterLab through the daemon's
-    proxy; the page's own requests and its kernel's WebSocket get through with
-    the session cookie; the Sessions page lists it with an Open button."""
+    proxy, at the notebook's path with its capability; the page's own requests
+    and its kernel's WebSocket get through with the session cookie; the
+    Sessions page lists it with an Open button to that path."""
     import sys
 
     lab = os.path.join(os.path.dirname(sys.executable), "jupyter-lab")
     out = json.loads(daemon.gpuq("notebook", "--json", "--jupyter", lab, "--idle-stop", "off"))
     job = out["job"]
+    path = out["path"]
+    assert re.fullmatch(rf"/sessions/{job}/[0-9a-f]{{32}}/lab", path), path
+    base = path[: -len("lab")]
     w = new_page()
     w.page.goto(out["url"])
     w.page.wait_for_selector("#link-yes", timeout=10000)
     w.page.locator("#link-yes").click()
-    w.page.wait_for_url(re.compile(re.escape(daemon.url) + rf"/sessions/{job}/lab.*"), timeout=20000)
+    w.page.wait_for_url(re.compile(re.escape(daemon.url + path) + ".*"), timeout=20000)
     w.page.wait_for_selector(".jp-LabShell", timeout=60000)
     # From inside JupyterLab's page: start a kernel and hear from it over its WebSocket.
     heard = w.page.evaluate(
-        """async (job) => {
-            const r = await fetch(`/sessions/${job}/api/kernels`, {method: 'POST', body: '{}',
+        """async (base) => {
+            const r = await fetch(`${base}api/kernels`, {method: 'POST', body: '{}',
                 headers: {'Content-Type': 'application/json'}});
             if (r.status !== 201) return 'kernel start: HTTP ' + r.status;
             const k = await r.json();
             return await new Promise((resolve) => {
-                const ws = new WebSocket(`ws://${location.host}/sessions/${job}/api/kernels/${k.id}/channels`);
+                const ws = new WebSocket(`ws://${location.host}${base}api/kernels/${k.id}/channels`);
                 const timer = setTimeout(() => resolve('no message'), 30000);
                 ws.onopen = () => ws.send(JSON.stringify({header: {msg_id: 'm1', username: 'u', session: 's1',
                     msg_type: 'kernel_info_request', version: '5.3', date: ''}, parent_header: {}, metadata: {},
@@ -229,14 +233,14 @@ def test_a_notebook_opens_from_its_link_runs_a_kernel_and_is_listed(daemon, new_
                 ws.onerror = () => { clearTimeout(timer); resolve('websocket error'); };
             });
         }""",
-        job,
+        base,
     )
     assert heard == "ok", heard
     d = new_page()
     login_with_link(daemon, d.page)
     d.page.goto(f"{daemon.url}/#/sessions")
     d.page.wait_for_selector(f'tr[data-session="{job}"] a[data-open]', timeout=15000)
-    assert d.page.locator(f'tr[data-session="{job}"] a[data-open]').get_attribute("href") == f"/sessions/{job}/lab"
+    assert d.page.locator(f'tr[data-session="{job}"] a[data-open]').get_attribute("href") == path
     d.shot("sessions")
     d.assert_clean()
     daemon.gpuq("cancel", str(job))

@@ -1,7 +1,8 @@
 """A stand-in for jupyter-lab in the root tests (the real one lives in a
 virtual environment other accounts cannot read): it listens where gpuq tells
-it (--ServerApp.sock, --ServerApp.base_url) and checks JupyterLab's token
-(JUPYTER_TOKEN) as JupyterLab does. With GPUQ_FAKE_LINK=PATH it serves
+it (--ServerApp.sock, and the base URL in GPUQ_NOTEBOOK_BASE_URL, which gpuq's
+settings file on JUPYTER_CONFIG_PATH hands to JupyterLab) and checks
+JupyterLab's token (JUPYTER_TOKEN) as JupyterLab does. With GPUQ_FAKE_LINK=PATH it serves
 nothing and puts a symlink to PATH where its socket should be: an attack."""
 import http.server
 import json
@@ -12,7 +13,10 @@ import time
 
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
 sock = args["ServerApp.sock"]
-base = args["ServerApp.base_url"]
+base = os.environ["GPUQ_NOTEBOOK_BASE_URL"]
+# gpuq's settings file for JupyterLab is where JUPYTER_CONFIG_PATH says.
+config_dir = os.environ["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0]
+assert "c.ServerApp.base_url" in open(os.path.join(config_dir, "jupyter_server_config.py")).read()
 link = os.environ.get("GPUQ_FAKE_LINK")
 if link:
     os.symlink(link, sock)

@@ -1,7 +1,10 @@
 """A notebook client for the tests: starts a kernel through gpuq's proxy and
 runs code in it over the kernel's WebSocket, the way JupyterLab does.
 
-    python kernel_client.py BASE_URL JOB TOKEN CODE [--keep-open SECONDS] [--no-wait]
+    python kernel_client.py BASE_URL NOTEBOOK_PATH TOKEN CODE [--keep-open SECONDS] [--no-wait]
+
+NOTEBOOK_PATH: where the notebook is served, `/sessions/JOB/CAPABILITY/` (its
+`path` in `GET /v1/sessions/JOB`, without `lab`).
 
 Prints one JSON line: {"kernel": id, "stdout": what the code printed, "status": "ok"|"error"}.
 """
@@ -34,14 +37,14 @@ def message(msg_type, content, session):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("base")
-    p.add_argument("job")
+    p.add_argument("path")
     p.add_argument("token")
     p.add_argument("code")
     p.add_argument("--keep-open", type=float, default=0)
     p.add_argument("--kernel")
     p.add_argument("--no-wait", action="store_true", help="send the code and disconnect at once")
     a = p.parse_args()
-    root = f"{a.base}/sessions/{a.job}"
+    root = a.base + a.path.rstrip("/")
     kernel = a.kernel or request("POST", f"{root}/api/kernels", a.token, {})["id"]
     ws_url = root.replace("http://", "ws://") + f"/api/kernels/{kernel}/channels"
     ws = websocket.create_connection(ws_url, header=[f"Authorization: Bearer {a.token}"], timeout=30)

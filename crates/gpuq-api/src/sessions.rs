@@ -21,7 +21,7 @@ pub struct SessionStatus {
     pub state: JobState,
     /// JupyterLab answers (a notebook), or the terminal is up (a shell).
     pub ready: bool,
-    /// Where a notebook opens in the browser: `/sessions/{id}/lab` (on the daemon's address).
+    /// Where a notebook opens in the browser: `/sessions/{id}/{capability}/lab` (on the daemon's address). Only the notebook's user sees it: the capability is its door key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// The session's GPUs (indices on its node).

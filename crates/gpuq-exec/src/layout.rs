@@ -52,6 +52,11 @@ impl JobDir {
     pub fn control_dir(&self) -> PathBuf {
         self.root.join("control")
     }
+    /// gpuq's settings for a notebook's JupyterLab (its `JUPYTER_CONFIG_PATH`):
+    /// the daemon's, readable by the job, with no secret in them.
+    pub fn jupyter_config_dir(&self) -> PathBuf {
+        self.control_dir().join("jupyter")
+    }
     /// The last `max` bytes of an attempt's log, for classifying failures.
     pub fn log_tail(&self, attempt: u32, max: u64) -> String {
         use std::io::{Read, Seek, SeekFrom};
@@ -83,6 +88,40 @@ pub fn exit_record_name(attempt: u32) -> String {
 pub fn pgid_file_name(attempt: u32) -> String {
     format!("attempt-{attempt}.pgid")
 }
+
+/// Where a notebook's JupyterLab learns its base URL: the URL holds the
+/// notebook's capability (a secret), so it travels in the environment, which
+/// only the job's user can read, never on a command line, which `ps` shows
+/// to every account.
+pub const NOTEBOOK_BASE_URL_ENV: &str = "GPUQ_NOTEBOOK_BASE_URL";
+/// The file in [`JobDir::jupyter_config_dir`] that JupyterLab reads.
+pub const JUPYTER_CONFIG_FILE: &str = "jupyter_server_config.py";
+/// Its contents: the same for every notebook (nothing secret in it).
+pub const JUPYTER_CONFIG: &str = r#"# Written by gpuq for a notebook job. The notebook's address holds a secret
+# (its capability), so it comes in the environment, never on a command line,
+# and JupyterLab's log (which its admins may read) shows it as "…".
+import logging
+import os
+
+_base = os.environ["GPUQ_NOTEBOOK_BASE_URL"]
+_secret = [part for part in _base.split("/") if part][-1]
+c.ServerApp.base_url = _base
+_make_record = logging.getLogRecordFactory()
+
+
+def _hide_secret(*args, **kwargs):
+    record = _make_record(*args, **kwargs)
+    try:
+        text = record.getMessage()
+    except Exception:
+        return record
+    if _secret in text:
+        record.msg, record.args = text.replace(_secret, "…"), None
+    return record
+
+
+logging.setLogRecordFactory(_hide_secret)
+"#;
 
 /// Writes `contents` to `path` through a new temporary file and a rename, so a
 /// reader sees the old file or the whole new one, never half of it; a link at

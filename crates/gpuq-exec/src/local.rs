@@ -159,6 +159,17 @@ impl LocalExecutor {
                 std::os::unix::fs::lchown(&d, Some(account.uid), Some(account.gid))
                     .map_err(io_err(&d))?;
             }
+            // Where JupyterLab reads its base URL from the environment (see
+            // `NOTEBOOK_BASE_URL_ENV`): the daemon's directory, the job reads it.
+            let d = dir.jupyter_config_dir();
+            std::fs::create_dir_all(&d).map_err(io_err(&d))?;
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755))
+                .map_err(io_err(&d))?;
+            let file = d.join(crate::layout::JUPYTER_CONFIG_FILE);
+            crate::layout::write_atomically(&file, crate::layout::JUPYTER_CONFIG.as_bytes())
+                .map_err(io_err(&file))?;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))
+                .map_err(io_err(&file))?;
         }
         // The metrics file exists before the job starts: a container mounts it.
         let metrics = dir.metrics();

@@ -36,6 +36,7 @@ pub async fn authenticate(
         if let Some(caller) = crate::web::browser_caller(&ctx, req.headers())? {
             req.extensions_mut().insert(caller);
             req.extensions_mut().insert(Credential::Browser);
+            crate::listen::authenticated(&req);
             return Ok(next.run(req).await);
         }
     }
@@ -74,6 +75,8 @@ pub async fn authenticate(
         ));
     };
     req.extensions_mut().insert(caller);
+    // Its connection is no longer one of the unauthenticated few (see `listen.rs`).
+    crate::listen::authenticated(&req);
     Ok(next.run(req).await)
 }
 

@@ -82,6 +82,13 @@
 //! [sessions]
 //! idle_util_percent = 5          # a notebook's or shell's GPU at or above this is in use
 //!
+//! [connections]                  # each open connection costs the daemon a descriptor
+//! max_tcp = 4096                 # TCP connections at once, in all; more are closed at once
+//! max_unauthenticated = 1024     # TCP connections yet to send an authenticated request: past
+//! max_unauthenticated_per_address = 256  # either bound, the oldest of them is closed
+//! max_per_user = 64              # unix socket connections per account (root's and the daemon's: no cap)
+//! header_timeout = "10s"         # a request's headers (or an idle keep-alive's next) within this
+//!
 //! [envs]                         # cached Python environments (`python:` in a spec)
 //! uv = "/usr/local/bin/uv"       # default: uv on the daemon's PATH, else the user's
 //! dir = "/shared/gpuq-envs"      # default $GPUQ_HOME/envs; on Slurm a shared filesystem
@@ -112,6 +119,10 @@
 //! user = "alice"                 # for submit: whose job it is
 //! ```
 
+#[path = "config_output.rs"]
+mod output;
+pub use output::OutputConfig;
+
 use gpuq_core::DurationSpec;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -119,10 +130,6 @@ use std::path::Path;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[path = "config_output.rs"]
-mod output;
-pub use output::OutputConfig;
-
 pub struct Config {
     /// Users who may act on every job (besides root and the daemon's own user).
     #[serde(default)]
@@ -164,9 +171,13 @@ pub struct Config {
     #[serde(default)]
     pub sessions: SessionsConfig,
     #[serde(default)]
+    pub connections: ConnectionsConfig,
+    #[serde(default)]
     pub envs: EnvsConfig,
     #[serde(default)]
     pub containers: ContainersConfig,
+    #[serde(default)]
+    pub output: OutputConfig,
 }
 
 /// `[envs]`: cached Python environments, built with uv as the job's user.
@@ -176,8 +187,6 @@ pub struct EnvsConfig {
     /// The uv executable; default: `uv` on the daemon's PATH, else on the user's.
     pub uv: Option<String>,
     /// Where environments are kept; default `$GPUQ_HOME/envs`. On Slurm, a
-    #[serde(default)]
-    pub output: OutputConfig,
     /// directory every node sees at the same path.
     pub dir: Option<String>,
     /// The cache's size cap; least recently used environments no queued or
@@ -525,6 +534,89 @@ fn default_requeues_without_progress() -> u32 {
     10
 }
 
+/// `[connections]`: how many connections the daemon holds, and how long a
+/// request may take to arrive (see `listen.rs`): each costs a descriptor.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionsConfig {
+    /// TCP connections open at once, in all.
+    #[serde(default = "default_max_tcp")]
+    pub max_tcp: usize,
+    /// TCP connections that have not yet carried an authenticated request;
+    /// a new one past this closes the oldest of them.
+    #[serde(default = "default_max_unauthenticated")]
+    pub max_unauthenticated: usize,
+    /// Of those, from one address.
+    #[serde(default = "default_max_unauthenticated_per_address")]
+    pub max_unauthenticated_per_address: usize,
+    /// Socket connections one account (not root, not the daemon's) holds at once.
+    #[serde(default = "default_max_per_user")]
+    pub max_per_user: usize,
+    /// Time a client has to send a request's headers (idle keep-alive included).
+    #[serde(default = "default_header_timeout")]
+    pub header_timeout: DurationSpec,
+}
+
+impl Default for ConnectionsConfig {
+    fn default() -> Self {
+        Self {
+            max_tcp: default_max_tcp(),
+            max_unauthenticated: default_max_unauthenticated(),
+            max_unauthenticated_per_address: default_max_unauthenticated_per_address(),
+            max_per_user: default_max_per_user(),
+            header_timeout: default_header_timeout(),
+        }
+    }
+}
+
+impl ConnectionsConfig {
+    fn check(&self) -> Result<(), String> {
+        for (key, v, default) in [
+            ("max_tcp", self.max_tcp, default_max_tcp()),
+            (
+                "max_unauthenticated",
+                self.max_unauthenticated,
+                default_max_unauthenticated(),
+            ),
+            (
+                "max_unauthenticated_per_address",
+                self.max_unauthenticated_per_address,
+                default_max_unauthenticated_per_address(),
+            ),
+            ("max_per_user", self.max_per_user, default_max_per_user()),
+        ] {
+            if v == 0 {
+                return Err(format!(
+                    "connections.{key}: 0 would refuse every client; give a number of connections (the default is {default})"
+                ));
+            }
+        }
+        if self.header_timeout.as_millis() < 1000 {
+            return Err(format!(
+                "connections.header_timeout: {} is too short for a slow network; give 1s or more (the default is 10s)",
+                self.header_timeout
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn default_max_tcp() -> usize {
+    4096
+}
+fn default_max_unauthenticated() -> usize {
+    1024
+}
+fn default_max_unauthenticated_per_address() -> usize {
+    256
+}
+fn default_max_per_user() -> usize {
+    64
+}
+fn default_header_timeout() -> DurationSpec {
+    DurationSpec::from_secs(10)
+}
+
 /// `[server]`: the daemon's own settings, for a daemon started without flags
 /// (by hand, by systemd, or by the first command that finds none running).
 #[derive(Debug, Clone, Deserialize)]
@@ -625,6 +717,8 @@ impl Config {
     pub fn parse(text: &str) -> Result<Self, String> {
         let config: Config =
             toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+        config.output.check()?;
+        config.connections.check()?;
         if config.telemetry.interval.as_millis() < 100 {
             return Err(format!(
                 "telemetry.interval: {} is too short; use 100ms or more (the default is 5s)",
@@ -717,8 +811,6 @@ impl Config {
 
     /// The autostop commands the API may choose: the configured one and `commands`.
     pub fn autostop_commands(&self) -> Vec<&str> {
-        config.output.check()?;
-        config.connections.check()?;
         let Some(a) = &self.autostop else {
             return Vec::new();
         };

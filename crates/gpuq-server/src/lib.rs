@@ -8,6 +8,7 @@ mod cost_routes;
 mod env_routes;
 mod feed;
 pub mod identity;
+mod listen;
 mod metrics;
 mod mlflow;
 mod notify;
@@ -360,6 +361,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         ))
     };
     tracing::info!("{}", backend.info().summary);
+    let limits = opts.config.connections.clone();
     let alert_out = notify::spawn(opts.config.alerts.webhooks.clone(), node.clone());
     let interval = opts.config.telemetry.interval.as_std();
     let service = Service::new(
@@ -421,7 +423,12 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     let app = router(ctx);
     let socket = home::socket_path(&home);
     let uds = bind_socket(&socket, identity.multi_user())?;
-    tokio::spawn(serve_socket(uds, app.clone(), identity));
+    tokio::spawn(listen::serve_socket(
+        uds,
+        app.clone(),
+        identity,
+        limits.clone(),
+    ));
     let daemon_file = DaemonFile {
         url: url.clone(),
         pid: std::process::id(),
@@ -435,16 +442,12 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         home.display()
     );
 
-    axum::serve(listener, app)
-        // Small writes go out at once: a terminal's keystrokes and a kernel's
-        // messages through the proxy would otherwise wait on delayed ACKs (~40 ms).
-        .tcp_nodelay(true)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            // Ends the event streams, which would otherwise hold the shutdown open.
-            let _ = stopping_tx.send(true);
-        })
-        .await?;
+    listen::serve_tcp(listener, app, limits, async move {
+        shutdown_signal().await;
+        // Ends the event streams, which would otherwise hold the shutdown open.
+        let _ = stopping_tx.send(true);
+    })
+    .await;
     let _ = std::fs::remove_file(home::daemon_file(&home));
     let _ = std::fs::remove_file(&socket);
     tracing::info!("gpuq daemon stopped; running jobs continue under their supervisors");
@@ -463,119 +466,6 @@ fn bind_socket(path: &std::path::Path, multi_user: bool) -> Result<tokio::net::U
     let mode = if multi_user { 0o666 } else { 0o600 };
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(listener)
-}
-
-/// Connections one account (not root, not the daemon's own) may hold open on the
-/// socket at once: plenty for `logs -f`, `events` and `top` in several terminals.
-/// Each costs the daemon a descriptor, and a daemon out of descriptors can neither
-/// answer anyone nor read its jobs' exit records.
-const MAX_CONNECTIONS_PER_USER: usize = 64;
-
-/// Open socket connections per uid; a connection's slot is given back when it ends.
-#[derive(Clone, Default)]
-struct OpenConnections(Arc<std::sync::Mutex<std::collections::HashMap<u32, usize>>>);
-
-struct ConnectionSlot {
-    open: OpenConnections,
-    uid: u32,
-}
-
-impl OpenConnections {
-    fn take(&self, uid: u32, limit: usize) -> Option<ConnectionSlot> {
-        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let n = open.entry(uid).or_insert(0);
-        if *n >= limit {
-            return None;
-        }
-        *n += 1;
-        Some(ConnectionSlot {
-            open: self.clone(),
-            uid,
-        })
-    }
-}
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        let mut open = self.open.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = open.get_mut(&self.uid) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.uid);
-            }
-        }
-    }
-}
-
-/// Serves the API on the unix socket; each connection carries its peer's identity.
-async fn serve_socket(
-    listener: tokio::net::UnixListener,
-    app: Router,
-    identity: Arc<identity::Identity>,
-) {
-    let open = OpenConnections::default();
-    let refusing = Arc::new(tokio::sync::Semaphore::new(16));
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                tracing::warn!("unix socket accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(cred) = stream.peer_cred() else {
-            continue;
-        };
-        let uid = cred.uid();
-        let limit = if uid == 0 || uid == identity.owner_uid {
-            usize::MAX
-        } else {
-            MAX_CONNECTIONS_PER_USER
-        };
-        let Some(slot) = open.take(uid, limit) else {
-            // Answered without reading the request, then closed: the descriptor is
-            // free again at once, whatever the client does.
-            let body = format!(
-                "{{\"error\":\"{} already has {MAX_CONNECTIONS_PER_USER} connections open to this daemon, \
-                 the most one account may; close some (gpuq logs -f, gpuq events, gpuq top) and try again\"}}",
-                identity::user_name(uid)
-            );
-            let answer = format!(
-                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
-                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            // Read the request first (a client that finds its connection closed before
-            // it wrote would not see the answer), briefly, and only a few such answers
-            // at once: the refused connections must not hold descriptors themselves.
-            if let Ok(permit) = refusing.clone().try_acquire_owned() {
-                tokio::spawn(async move {
-                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                    let _permit = permit;
-                    let mut stream = stream;
-                    let mut buf = vec![0u8; 16 * 1024];
-                    let second = std::time::Duration::from_secs(1);
-                    let _ = tokio::time::timeout(second, stream.read(&mut buf)).await;
-                    let _ = tokio::time::timeout(second, stream.write_all(answer.as_bytes())).await;
-                });
-            }
-            continue;
-        };
-        let caller = identity.peer(uid);
-        let service = hyper_util::service::TowerToHyperService::new(
-            app.clone().layer(axum::Extension(caller)),
-        );
-        tokio::spawn(async move {
-            let _slot = slot;
-            let io = hyper_util::rt::TokioIo::new(stream);
-            // Upgrades: a shell's terminal and a notebook's WebSockets.
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .with_upgrades()
-                .await;
-        });
-    }
 }
 
 async fn shutdown_signal() {

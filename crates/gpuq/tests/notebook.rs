@@ -1,9 +1,10 @@
 //! `gpuq notebook` with a real JupyterLab (from PyPI, in the test
 //! environment `scripts/test` makes): reached only through gpuq's auth at
-//! `/sessions/<id>/`, a kernel run over its WebSocket on the reserved GPUs,
-//! another user refused, a page of another origin refused, the workspace
-//! kept, a missing JupyterLab an error; and the idle stop: not while a
-//! client is connected, a cell runs or a GPU is busy, then the stop.
+//! `/sessions/<id>/<capability>/`, a kernel run over its WebSocket on the
+//! reserved GPUs, another user refused, the dashboard's cookie with forged
+//! same-origin headers refused without the capability, the workspace kept, a
+//! missing JupyterLab an error; and the idle stop: not while a client is
+//! connected, a cell runs or a GPU is busy, then the stop.
 #![cfg(feature = "torch-tests")]
 
 mod common;
@@ -46,13 +47,22 @@ fn notebook(d: &Daemon, args: &[&str]) -> (u64, Value) {
     (v["job"].as_u64().unwrap(), v)
 }
 
+/// Where notebook `job` is served, `/sessions/{job}/{capability}/`, as its
+/// user learns it from the API.
+fn base_of(d: &Daemon, job: u64) -> String {
+    let s: Value = serde_json::from_str(&d.get(&format!("/v1/sessions/{job}"))).unwrap();
+    let path = s["path"].as_str().unwrap_or_else(|| panic!("no path: {s}"));
+    path.strip_suffix("lab").unwrap().to_string()
+}
+
 /// Runs code in a new kernel of notebook `job` through the proxy.
 fn run_cell(d: &Daemon, job: u64, token: &str, code: &str, extra: &[&str]) -> Value {
     let script = common::repo_root().join("tests/notebook/kernel_client.py");
+    let base = base_of(d, job);
     let out = output_within(
         Command::new(python())
             .arg(script)
-            .args([&d.url, &job.to_string(), token, code])
+            .args([&d.url, &base, token, code])
             .args(extra),
         Duration::from_secs(120),
     )
@@ -81,26 +91,39 @@ fn a_notebook_is_jupyterlab_behind_gpuqs_auth_on_its_reserved_gpus() {
         ],
     );
     let url = link["url"].as_str().unwrap();
+    let base = base_of(&d, job);
+    let capability = base
+        .strip_prefix(&format!("/sessions/{job}/"))
+        .unwrap()
+        .trim_end_matches('/');
+    assert!(
+        capability.len() == 32 && capability.bytes().all(|b| b.is_ascii_hexdigit()),
+        "an unguessable capability in the notebook's path: {base}"
+    );
+    assert_eq!(link["path"], format!("{base}lab"));
     assert!(
         url.starts_with(&format!("{}/login#code=", d.url))
-            && url.ends_with(&format!("&next=/sessions/{job}/lab")),
+            && url.ends_with(&format!("&next={base}lab")),
         "a login link that opens the notebook: {url}"
     );
-    let kernels = format!("/sessions/{job}/api/kernels");
+    let kernels = format!("{base}api/kernels");
 
-    // No credentials: refused; a browser is sent to log in, and back.
-    assert_eq!(request(&d.url, "GET", &kernels, &[], b"").status, 401);
+    // No credentials: refused; a browser is sent to log in, and back. Every
+    // answer keeps the path out of a Referer.
+    let none = request(&d.url, "GET", &kernels, &[], b"");
+    assert_eq!(none.status, 401);
+    assert_eq!(none.header("referrer-policy"), Some("no-referrer"));
     let page = request(
         &d.url,
         "GET",
-        &format!("/sessions/{job}/lab"),
+        &format!("{base}lab"),
         &[("accept", "text/html")],
         b"",
     );
     assert_eq!(page.status, 303);
     assert_eq!(
         page.header("location"),
-        Some(format!("/login#next=/sessions/{job}/lab").as_str())
+        Some(format!("/login#next={base}lab").as_str())
     );
 
     // The owner's token: JupyterLab answers, and its token is never needed.
@@ -116,12 +139,13 @@ fn a_notebook_is_jupyterlab_behind_gpuqs_auth_on_its_reserved_gpus() {
     let lab = request(
         &d.url,
         "GET",
-        &format!("/sessions/{job}/lab"),
+        &format!("{base}lab"),
         &[("authorization", &bearer(&token))],
         b"",
     );
     assert_eq!(lab.status, 200);
     assert!(lab.text().contains("JupyterLab"), "the JupyterLab page");
+    assert_eq!(lab.header("referrer-policy"), Some("no-referrer"));
 
     // A cell over the kernel's WebSocket sees the reserved GPUs; it writes a file
     // into the workspace, which outlives the session.
@@ -165,7 +189,7 @@ fn a_notebook_is_jupyterlab_behind_gpuqs_auth_on_its_reserved_gpus() {
         &d.url,
         "GET",
         &format!(
-            "/sessions/{job}/api/kernels/{}/channels",
+            "{base}api/kernels/{}/channels",
             cell["kernel"].as_str().unwrap()
         ),
         &[
@@ -179,7 +203,11 @@ fn a_notebook_is_jupyterlab_behind_gpuqs_auth_on_its_reserved_gpus() {
     );
     assert_eq!(ws.status, 403, "no WebSocket either");
 
-    // The dashboard's cookie opens it from this origin only.
+    // The attack: a labmate's server on another port of this host receives the
+    // dashboard's cookie (browsers send a host's cookies to every port) and
+    // replays it with whatever headers it likes. Without the capability,
+    // nothing opens: not the old paths, not a guess, not this user's other
+    // notebook's key; no kernel starts, no WebSocket opens.
     let code = url
         .split("#code=")
         .nth(1)
@@ -202,6 +230,77 @@ fn a_notebook_is_jupyterlab_behind_gpuqs_auth_on_its_reserved_gpus() {
         .next()
         .unwrap()
         .to_string();
+    let forged = [
+        ("cookie", cookie.as_str()),
+        ("origin", d.url.as_str()),
+        ("sec-fetch-site", "same-origin"),
+        ("sec-fetch-mode", "cors"),
+        ("content-type", "application/json"),
+    ];
+    let kernel = cell["kernel"].as_str().unwrap();
+    let wrong = format!("/sessions/{job}/{}/", "0".repeat(32));
+    for guess in [
+        format!("/sessions/{job}/"),
+        format!("/sessions/{job}"),
+        wrong.clone(),
+        format!("/sessions/{job}/{}/", &capability[..16]),
+    ] {
+        for (method, tail) in [
+            ("GET", "api/kernels"),
+            ("POST", "api/kernels"),
+            ("GET", "lab"),
+            ("GET", "api/contents"),
+        ] {
+            let path = format!("{}/{tail}", guess.trim_end_matches('/'));
+            let r = request(&d.url, method, &path, &forged, b"{}");
+            assert!(
+                r.status == 404 || r.status == 403,
+                "{method} {path} with the cookie and forged headers: {} {}",
+                r.status,
+                r.text()
+            );
+            assert!(!r.text().contains(kernel), "{path}: {}", r.text());
+            assert_eq!(r.header("referrer-policy"), Some("no-referrer"));
+        }
+    }
+    let mut upgrade = forged.to_vec();
+    upgrade.extend([
+        ("connection", "upgrade"),
+        ("upgrade", "websocket"),
+        ("sec-websocket-version", "13"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ]);
+    for guess in [format!("/sessions/{job}/"), wrong.clone()] {
+        let r = request(
+            &d.url,
+            "GET",
+            &format!("{guess}api/kernels/{kernel}/channels"),
+            &upgrade,
+            b"",
+        );
+        assert_eq!(r.status, 404, "no WebSocket without the capability");
+    }
+    // Even the owner's own token needs the path.
+    let old = request(
+        &d.url,
+        "GET",
+        &format!("/sessions/{job}/api/kernels"),
+        &[("authorization", &bearer(&token))],
+        b"",
+    );
+    assert_eq!(old.status, 404, "{}", old.text());
+    // Only one kernel was ever started: the forged POSTs started none.
+    let listed = request(
+        &d.url,
+        "GET",
+        &kernels,
+        &[("authorization", &bearer(&token))],
+        b"",
+    );
+    assert_eq!(listed.json().unwrap().as_array().unwrap().len(), 1);
+
+    // With the capability (what the dashboard's page holds), the cookie from
+    // this origin opens it: JupyterLab's own requests and a WebSocket.
     let same = request(
         &d.url,
         "GET",
@@ -214,6 +313,9 @@ fn a_notebook_is_jupyterlab_behind_gpuqs_auth_on_its_reserved_gpus() {
         b"",
     );
     assert_eq!(same.status, 200, "{}", same.text());
+    let ours = request(&d.url, "POST", &kernels, &forged, b"{}");
+    assert_eq!(ours.status, 201, "{}", ours.text());
+    // A page on another port that says so is still refused (the second fence).
     let elsewhere = request(
         &d.url,
         "POST",
@@ -226,29 +328,46 @@ fn a_notebook_is_jupyterlab_behind_gpuqs_auth_on_its_reserved_gpus() {
         ],
         b"{}",
     );
-    assert_eq!(
-        elsewhere.status, 403,
-        "a page on another port may not start kernels"
-    );
-    let ours = request(
+    assert_eq!(elsewhere.status, 403);
+    // The cookie alone reads the capability from no API: the API needs the
+    // page's CSRF secret, which never leaves this origin.
+    let stolen = request(
         &d.url,
-        "POST",
-        &kernels,
-        &[
-            ("cookie", &cookie),
-            ("origin", &d.url),
-            ("sec-fetch-site", "same-origin"),
-            ("content-type", "application/json"),
-        ],
-        b"{}",
+        "GET",
+        &format!("/v1/sessions/{job}"),
+        &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
+        b"",
     );
-    assert_eq!(ours.status, 201, "{}", ours.text());
+    assert_eq!(stolen.status, 403, "{}", stolen.text());
+    assert!(!stolen.text().contains(capability));
 
     // The session is listed; JupyterLab's token is in no record a user reads.
     let sessions: Value = serde_json::from_str(&d.get("/v1/sessions")).unwrap();
     assert_eq!(sessions[0]["job"], job);
-    assert_eq!(sessions[0]["path"], format!("/sessions/{job}/lab"));
+    assert_eq!(sessions[0]["path"], format!("{base}lab"));
     assert!(!d.get(&format!("/v1/jobs/{job}")).contains("JUPYTER_TOKEN"));
+    // Another user sees the session, not its capability; nor does the job's
+    // record, its command line or JupyterLab's log.
+    let listed_to_other = request(
+        &d.url,
+        "GET",
+        "/v1/sessions",
+        &[("authorization", &bearer(&theirs))],
+        b"",
+    );
+    assert_eq!(listed_to_other.status, 200);
+    assert!(listed_to_other.text().contains(&format!("\"job\":{job}")));
+    assert!(
+        !listed_to_other.text().contains(capability),
+        "{}",
+        listed_to_other.text()
+    );
+    assert!(!d.get(&format!("/v1/jobs/{job}")).contains(capability));
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ps.stdout).contains(capability));
+    let log = d.ok(&["logs", &job.to_string()]);
+    assert!(log.contains("Jupyter Server"), "{log}");
+    assert!(!log.contains(capability), "{log}");
 
     d.ok(&["cancel", &job.to_string()]);
     let end = d.wait(job);

@@ -40,6 +40,15 @@ fn get(d: &Daemon, token: &str, path: &str) -> (u16, String) {
     (code.trim().parse().unwrap(), body.to_string())
 }
 
+/// Where notebook `job` is served (`/sessions/{job}/{capability}/`), as its
+/// user (with `token`) learns it.
+fn base_of(d: &Daemon, token: &str, job: u64) -> String {
+    let (_, status) = get(d, token, &format!("/v1/sessions/{job}"));
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let path = v["path"].as_str().unwrap_or_else(|| panic!("no path: {v}"));
+    path.strip_suffix("lab").unwrap().to_string()
+}
+
 /// The fake JupyterLab, where every account can run it.
 fn fake_jupyter(dir: &std::path::Path) -> String {
     let path = dir.join("jupyter-lab");
@@ -90,8 +99,15 @@ fn a_labmates_notebook_runs_as_them_and_only_they_get_in() {
     use std::os::unix::fs::MetadataExt;
     assert_eq!((meta.uid(), meta.mode() & 0o777), (uid, 0o700));
     // Through the proxy: the labmate's request reaches their JupyterLab, which
-    // runs as them and got its token from the daemon.
-    let (code, body) = get(&d, &mate, &format!("/sessions/{job}/whoami"));
+    // runs as them and got its token from the daemon. The notebook's path
+    // (with its capability) is the labmate's to know: not root's, not an admin's.
+    let base = base_of(&d, &mate, job);
+    for token in [d.token(), token_for(&d, ADMIN)] {
+        let (_, status) = get(&d, &token, &format!("/v1/sessions/{job}"));
+        assert!(!status.contains(&base), "{status}");
+        assert!(status.contains("\"ready\":true"), "{status}");
+    }
+    let (code, body) = get(&d, &mate, &format!("{base}whoami"));
     assert_eq!(code, 200, "{body}");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&body).unwrap()["uid"],
@@ -99,12 +115,16 @@ fn a_labmates_notebook_runs_as_them_and_only_they_get_in() {
     );
     // Root's own token, and an admin's, are refused: a notebook runs code as its user.
     for token in [d.token(), token_for(&d, ADMIN)] {
-        let (code, body) = get(&d, &token, &format!("/sessions/{job}/whoami"));
+        let (code, body) = get(&d, &token, &format!("{base}whoami"));
         assert_eq!(code, 403, "{body}");
     }
-    // The token is in the labmate's process environment only: not in its command line.
+    // The token and the capability are in the labmate's process environment
+    // only: not in its command line, which every account can read.
     let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&ps.stdout).contains("JUPYTER_TOKEN"));
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(!ps.contains("JUPYTER_TOKEN"));
+    let capability = base.trim_end_matches('/').rsplit('/').next().unwrap();
+    assert!(!ps.contains(capability), "{ps}");
     d.ok(&["cancel", &job.to_string()]);
     d.wait(job);
 }
@@ -129,7 +149,8 @@ fn a_link_planted_for_the_notebook_socket_is_never_followed_by_root() {
     let mate = token_for(&d, MATE);
     let (_, status) = get(&d, &mate, &format!("/v1/sessions/{job}"));
     assert!(status.contains("\"ready\":false"), "{status}");
-    let (code, body) = get(&d, &mate, &format!("/sessions/{job}/api/kernels"));
+    let base = base_of(&d, &mate, job);
+    let (code, body) = get(&d, &mate, &format!("{base}api/kernels"));
     assert_eq!(code, 503, "{body}");
     d.ok(&["cancel", &job.to_string()]);
     d.wait(job);

@@ -259,7 +259,7 @@ impl Service {
             let mut argv = info.argv;
             self.add_tracking_env(id, &info.spec, &mut env);
             self.add_sweep_env(id, &mut env);
-            self.add_session_launch(id, &info.spec, &mut argv, &mut env);
+            self.add_session_launch(id, attempt, &info.spec, &mut argv, &mut env);
             let run_as = self.run_as(user)?;
             // SAFETY: getuid cannot fail.
             let rootless = run_as.is_some() || unsafe { libc::getuid() } != 0;

@@ -66,12 +66,28 @@ impl Service {
         self.link.derived(&format!("jupyter token for job {job}"))
     }
 
+    /// The path a notebook's attempt is served under, `/sessions/{job}/{capability}/`:
+    /// the capability (128 bits derived from the daemon's secret, the job and the
+    /// attempt) is the notebook's door key. Browsers send the dashboard's cookie
+    /// to every port of the host, but a path only to where it points; so a page
+    /// on another port that receives the cookie still cannot open the notebook.
+    /// Only its user learns the path (`GET /v1/sessions/{id}`), and it dies with
+    /// the attempt.
+    pub fn notebook_base(&self, job: JobId, attempt: u32) -> String {
+        let key = self.link.derived(&format!(
+            "notebook address for job {job}, attempt {attempt}"
+        ));
+        format!("/sessions/{job}/{}/", &key[..32])
+    }
+
     /// Completes a session's launch: a notebook listens on its socket under its
-    /// base URL, with its token in the environment (never on the command
-    /// line, where `ps` would show it to everyone).
+    /// base URL, with its token and its base URL (which holds its capability)
+    /// in the environment (never on the command line, where `ps` would show
+    /// them to everyone).
     pub(super) fn add_session_launch(
         &self,
         id: JobId,
+        attempt: u32,
         spec: &JobSpec,
         argv: &mut Vec<String>,
         env: &mut BTreeMap<String, String>,
@@ -87,7 +103,6 @@ impl Service {
             "--no-browser".to_string(),
             format!("--ServerApp.sock={}", dir.join(JUPYTER_SOCKET).display()),
             "--ServerApp.sock_mode=0600".into(),
-            format!("--ServerApp.base_url=/sessions/{id}/"),
             // The daemon authenticates every request before it is proxied; the
             // Host a browser sends is the daemon's, not JupyterLab's.
             "--ServerApp.allow_remote_access=True".into(),
@@ -96,6 +111,22 @@ impl Service {
             "--allow-root".into(),
         ]);
         env.insert("JUPYTER_TOKEN".into(), self.jupyter_token(id));
+        // JupyterLab reads its base URL from the environment through a settings
+        // file of ours, found first on `JUPYTER_CONFIG_PATH` (the user's own
+        // settings still apply, after it).
+        let job_dir = gpuq_exec::JobDir::new(&self.home, id);
+        let ours = job_dir.jupyter_config_dir().display().to_string();
+        let path = match env.get("JUPYTER_CONFIG_PATH") {
+            Some(theirs) if !theirs.is_empty() => format!("{ours}:{theirs}"),
+            _ => ours,
+        };
+        env.insert("JUPYTER_CONFIG_PATH".into(), path);
+        // It would make JupyterLab skip every settings file, ours included.
+        env.remove("JUPYTER_NO_CONFIG");
+        env.insert(
+            gpuq_exec::layout::NOTEBOOK_BASE_URL_ENV.into(),
+            self.notebook_base(id, attempt),
+        );
     }
 
     /// The session a route serves: running, of this kind.
@@ -143,7 +174,9 @@ impl Service {
             name: job.name.clone(),
             state: job.state,
             ready: w.is_some_and(|w| w.ready),
-            path: (session.kind == SessionKind::Notebook).then(|| format!("/sessions/{id}/lab")),
+            // The notebook's capability: the routes show it to its user alone.
+            path: (session.kind == SessionKind::Notebook)
+                .then(|| format!("{}lab", self.notebook_base(id, job.attempt))),
             gpus: job.gpus.clone(),
             clients: w.map_or(0, |w| w.clients.load(Ordering::Relaxed)),
             busy_kernels: w.map_or(0, |w| w.busy_kernels),
@@ -261,7 +294,7 @@ impl Service {
                     crate::sessions::jupyter::kernels(
                         &gpuq_exec::JobDir::new(&self.home, id).session_dir(),
                         owner,
-                        id,
+                        &self.notebook_base(id, attempt),
                         &self.jupyter_token(id),
                     )
                     .await

@@ -6,7 +6,7 @@
 
 use super::super::service::sessions::JUPYTER_SOCKET;
 use axum::body::Body;
-use gpuq_core::{JobId, Millis};
+use gpuq_core::Millis;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
@@ -96,15 +96,16 @@ struct KernelJson {
     last_activity: Option<String>,
 }
 
-/// The notebook's kernels. Errors while JupyterLab does not answer (starting).
+/// The notebook's kernels (`base`: its base URL). Errors while JupyterLab does
+/// not answer (starting).
 pub async fn kernels(
     session_dir: &Path,
     owner: Option<u32>,
-    job: JobId,
+    base: &str,
     token: &str,
 ) -> io::Result<Vec<KernelLook>> {
     use http_body_util::BodyExt;
-    let req = Request::get(format!("/sessions/{job}/api/kernels"))
+    let req = Request::get(format!("{base}api/kernels"))
         .header("host", "localhost")
         .header("authorization", format!("token {token}"))
         .body(Body::empty())

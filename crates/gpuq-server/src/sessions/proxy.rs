@@ -1,17 +1,22 @@
-//! `/sessions/{id}/…`: a notebook's JupyterLab, proxied (HTTP and WebSocket)
-//! after gpuq's own auth. Only the job's user gets through (an admin neither:
-//! a notebook runs code as its user). The user never sees JupyterLab's token:
-//! the proxy adds it to every request it forwards.
+//! `/sessions/{id}/{capability}/…`: a notebook's JupyterLab, proxied (HTTP and
+//! WebSocket) after gpuq's own auth. Only the job's user gets through (an
+//! admin neither: a notebook runs code as its user). The user never sees
+//! JupyterLab's token: the proxy adds it to every request it forwards.
 //!
-//! A browser comes with the dashboard's session cookie. Navigations cannot
-//! carry the dashboard's CSRF header, and cookies reach every port of the
-//! host, so a cookie-borne request must also come from this origin: the
-//! browser's `Sec-Fetch-Site` and `Origin` say so. A page elsewhere (another
-//! port of the host included) may at most navigate to a notebook (a GET);
-//! it cannot post to it, open its WebSockets, or load it as a resource.
+//! Every request needs the notebook's capability in its path (see
+//! `Service::notebook_base`), checked in constant time, and a credential of
+//! the notebook's user. A browser comes with the dashboard's session cookie,
+//! but browsers send a host's cookies to every port, and navigations cannot
+//! carry the dashboard's CSRF header; headers such as `Origin` or
+//! `Sec-Fetch-Site` prove nothing either (a server that received the cookie
+//! sends what it likes). The path does not travel to another port: only the
+//! user's own API calls learn it, and every answer here says
+//! `Referrer-Policy: no-referrer`, so no link followed from JupyterLab
+//! carries it elsewhere. The origin check on cookie-borne requests stays, as
+//! a second fence for browsers.
 
 use crate::auth::{bearer, token_caller, Credential};
-use crate::identity::Caller;
+use crate::identity::{constant_time_eq, Caller};
 use crate::routes::{ApiError, AppState};
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -32,23 +37,51 @@ const HOP_BY_HOP: [&str; 7] = [
 ];
 
 pub async fn proxy(State(ctx): State<AppState>, req: Request) -> Response {
-    match forward(ctx, req).await {
+    let mut r = match forward(ctx, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    }
+    };
+    // JupyterLab's pages link elsewhere (its help menu): a Referer would carry
+    // the notebook's path, capability included, to that site.
+    r.headers_mut().insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    r
 }
 
-/// The job id of `/sessions/{id}` or `/sessions/{id}/…`, and whether the path went on.
-fn session_path(path: &str) -> Option<(JobId, bool)> {
+/// The job id of `/sessions/{id}/…` and the capability segment that follows it
+/// (empty when there is none). The capability goes on to JupyterLab as part
+/// of its base URL.
+fn session_path(path: &str) -> Option<(JobId, &str)> {
     let rest = path.strip_prefix("/sessions/")?;
-    let (id, tail) = match rest.split_once('/') {
-        Some((id, _)) => (id, true),
-        None => (rest, false),
-    };
+    let (id, tail) = rest.split_once('/').unwrap_or((rest, ""));
     if id.is_empty() || id.len() > 19 || !id.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some((id.parse().ok()?, tail))
+    let capability = tail.split('/').next().unwrap_or("");
+    Some((id.parse().ok()?, capability))
+}
+
+/// Whether `path` lies under `base` (`/sessions/{id}/{capability}/`), compared
+/// in constant time: a wrong guess says nothing about how close it was.
+fn under_base(path: &str, base: &str) -> bool {
+    let (p, b) = (path.as_bytes(), base.as_bytes());
+    // `/sessions/{id}/{capability}`, without its last slash.
+    if p.len() + 1 == b.len() {
+        return constant_time_eq(p, &b[..p.len()]);
+    }
+    p.len() >= b.len() && constant_time_eq(&p[..b.len()], b)
+}
+
+fn no_such_notebook(id: JobId) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no notebook at this address: open job {id} from the dashboard's Sessions page, \
+             or with the link `gpuq notebook` printed (its address changes with each start)"
+        ),
+    )
 }
 
 fn is_upgrade(headers: &HeaderMap) -> bool {
@@ -126,23 +159,11 @@ fn to_login(req: &Request, back: &str) -> Option<Response> {
 
 async fn forward(ctx: AppState, mut req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
-    let Some((id, tail)) = session_path(&path) else {
+    let Some((id, capability)) = session_path(&path) else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
-            "no such session: /sessions/{job id}/",
+            "no such session: /sessions/{job id}/{its capability}/",
         ));
-    };
-    if !tail {
-        let to = format!("/sessions/{id}/lab");
-        return Ok((StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response());
-    }
-    let who = match caller(&ctx, &req) {
-        Ok(c) => c,
-        Err(e) if e.status() == StatusCode::UNAUTHORIZED => {
-            let back = format!("/sessions/{id}/lab");
-            return Ok(to_login(&req, &back).unwrap_or_else(|| e.into_response()));
-        }
-        Err(e) => return Err(e),
     };
     let Some(session) = ctx.service.live_session(id) else {
         return Err(ApiError::new(
@@ -150,6 +171,25 @@ async fn forward(ctx: AppState, mut req: Request) -> Result<Response, ApiError> 
             format!("job {id} is not a running notebook (gpuq show {id} says why)"),
         ));
     };
+    // The capability before anything else: without it, no credential (a
+    // cookie, forged headers, even a token) learns more than "not here".
+    let base = ctx.service.notebook_base(id, session.attempt);
+    if capability.is_empty() || !under_base(&path, &base) {
+        return Err(no_such_notebook(id));
+    }
+    if path.len() < base.len() {
+        let to = format!("{base}lab");
+        return Ok((StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response());
+    }
+    let who = match caller(&ctx, &req) {
+        Ok(c) => c,
+        Err(e) if e.status() == StatusCode::UNAUTHORIZED => {
+            let back = format!("{base}lab");
+            return Ok(to_login(&req, &back).unwrap_or_else(|| e.into_response()));
+        }
+        Err(e) => return Err(e),
+    };
+    crate::listen::authenticated(&req);
     if session.user != who.user {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -276,9 +316,12 @@ mod tests {
     }
 
     #[test]
-    fn session_paths_name_a_job() {
-        assert_eq!(session_path("/sessions/12/lab"), Some((12, true)));
-        assert_eq!(session_path("/sessions/12"), Some((12, false)));
+    fn session_paths_name_a_job_and_a_capability() {
+        assert_eq!(session_path("/sessions/12/abc/lab"), Some((12, "abc")));
+        assert_eq!(session_path("/sessions/12/abc"), Some((12, "abc")));
+        assert_eq!(session_path("/sessions/12/lab"), Some((12, "lab")));
+        assert_eq!(session_path("/sessions/12/"), Some((12, "")));
+        assert_eq!(session_path("/sessions/12"), Some((12, "")));
         for bad in [
             "/sessions/",
             "/sessions/x/",
@@ -287,6 +330,33 @@ mod tests {
             "/other/1/",
         ] {
             assert_eq!(session_path(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_paths_under_the_notebooks_capability_get_through() {
+        let base = "/sessions/12/0123456789abcdef0123456789abcdef/";
+        for ok in [
+            "/sessions/12/0123456789abcdef0123456789abcdef/lab",
+            "/sessions/12/0123456789abcdef0123456789abcdef/api/kernels",
+            "/sessions/12/0123456789abcdef0123456789abcdef/",
+            "/sessions/12/0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(under_base(ok, base), "{ok}");
+        }
+        // What the old paths were, a guess, a prefix of the key, another
+        // notebook's key, another job: refused, whatever came with them.
+        for bad in [
+            "/sessions/12/lab",
+            "/sessions/12/api/kernels",
+            "/sessions/12/",
+            "/sessions/12/0123456789abcdef0123456789abcdee/lab",
+            "/sessions/12/0123456789abcdef/lab",
+            "/sessions/12/0123456789abcdef0123456789abcdef0/lab",
+            "/sessions/13/0123456789abcdef0123456789abcdef/lab",
+            "/sessions/12/0123456789ABCDEF0123456789ABCDEF/lab",
+        ] {
+            assert!(!under_base(bad, base), "{bad}");
         }
     }
 

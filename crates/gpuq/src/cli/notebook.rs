@@ -1,5 +1,5 @@
 //! `gpuq notebook`: JupyterLab as a job on reserved GPUs, served by the daemon
-//! at `/sessions/<id>/` behind gpuq's own login; prints a link that logs in
+//! at `/sessions/<id>/<capability>/` behind gpuq's own login; prints a link that logs in
 //! and opens it once JupyterLab answers.
 
 use super::session_args::SessionArgs;
@@ -119,9 +119,8 @@ pub async fn run(client: &Client, args: NotebookArgs) -> CmdResult {
         job.id,
         jupyter.display()
     );
-    if let super::session_args::Up::Ended(s) =
-        super::session_args::wait_ready(client, job.id).await?
-    {
+    let up = super::session_args::wait_ready(client, job.id).await?;
+    if let super::session_args::Up::Ended(s) = &up {
         let log = super::session_args::log_text(client, job.id).await;
         let tail = String::from_utf8_lossy(&log[log.len().saturating_sub(4096)..]);
         return Err(CliError::failure(format!(
@@ -132,13 +131,18 @@ pub async fn run(client: &Client, args: NotebookArgs) -> CmdResult {
             tail.trim_end()
         )));
     }
+    // The notebook's path holds its capability: the daemon tells it to its user only.
+    let path = match up {
+        super::session_args::Up::Ready(s) => s.path.unwrap_or_default(),
+        super::session_args::Up::Ended(_) => String::new(),
+    };
     let link = client.login_link().await?;
-    let url = format!("{}&next=/sessions/{}/lab", link.url, job.id);
+    let url = format!("{}&next={path}", link.url);
     if args.json {
         super::output::print_json(&serde_json::json!({
             "job": job.id,
             "url": url,
-            "path": format!("/sessions/{}/lab", job.id),
+            "path": path,
             "user": link.user,
             "expires_at": link.expires_at,
         }));

@@ -85,7 +85,8 @@ pub async fn submit(client: &Client, spec: JobSpec) -> Result<Job, CliError> {
 
 /// How waiting for a session ended.
 pub enum Up {
-    Ready,
+    /// Up: its status (a notebook's carries its path, capability included).
+    Ready(Box<gpuq_api::sessions::SessionStatus>),
     /// The job ended first (a shell's short command, a JupyterLab that failed).
     Ended(gpuq_api::sessions::SessionStatus),
 }
@@ -96,7 +97,7 @@ pub async fn wait_ready(client: &Client, id: u64) -> Result<Up, CliError> {
     loop {
         let s = client.session(id).await?;
         if s.state == JobState::Running && s.ready {
-            return Ok(Up::Ready);
+            return Ok(Up::Ready(Box::new(s)));
         }
         if s.state.is_terminal() {
             return Ok(Up::Ended(s));

@@ -1,0 +1,614 @@
+//! Who may hold a connection to the daemon, and for how long. Every connection
+//! costs the daemon a descriptor, and a daemon out of descriptors can neither
+//! answer anyone nor read its jobs' exit records.
+//!
+//! On the unix socket the kernel names the peer: each account (not root, not
+//! the daemon's own) holds at most `[connections] max_per_user` at once. Over
+//! TCP nobody is known until a request proves who sent it, so connections
+//! that have not yet carried an authenticated request are few
+//! (`max_unauthenticated`, and `max_unauthenticated_per_address` from one
+//! address): past either bound the oldest such connection is closed to make
+//! room. A flood of half-sent requests thus only pushes out its own, while a
+//! real client's request, sent as soon as it connects, is answered. All TCP
+//! connections together stay under `max_tcp`; one over it is closed at once.
+//! On both listeners a request's headers must arrive within `header_timeout`.
+
+use crate::config::ConnectionsConfig;
+use crate::identity::{self, Identity};
+use axum::extract::Request;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{watch, Notify, Semaphore};
+
+/// Refused connections answered at once (each read briefly, then closed); the
+/// rest are closed without an answer, so refusing never costs descriptors.
+const REFUSALS_AT_ONCE: usize = 16;
+
+fn http1(limits: &ConnectionsConfig) -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout.as_std());
+    b
+}
+
+/// Answers a refused connection with `503` and `message`, then closes it:
+/// after reading what the client sent (a client that finds its connection
+/// closed before it wrote would not see the answer), briefly, and only a few
+/// at once.
+fn refuse<S>(stream: S, message: &str, refusing: &Arc<Semaphore>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok(permit) = refusing.clone().try_acquire_owned() else {
+        return;
+    };
+    let body = serde_json::json!({ "error": message }).to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _permit = permit;
+        let mut stream = stream;
+        let mut buf = vec![0u8; 16 * 1024];
+        let second = Duration::from_secs(1);
+        let _ = tokio::time::timeout(second, stream.read(&mut buf)).await;
+        let _ = tokio::time::timeout(second, stream.write_all(answer.as_bytes())).await;
+    });
+}
+
+/// An accepted stream that holds its connection's slot for as long as its
+/// descriptor is open, upgraded (a terminal, a WebSocket) or not. The slot
+/// goes first, then the descriptor: a slot's descriptor is always open.
+struct Counted<G, S> {
+    _slot: G,
+    stream: S,
+}
+
+impl<G: Unpin, S: AsyncRead + Unpin> AsyncRead for Counted<G, S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl<G: Unpin, S: AsyncWrite + Unpin> AsyncWrite for Counted<G, S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// Whether the other end of a connected socket has closed (or shut down its
+/// writing side): what a client that is done with its connection leaves.
+fn peer_gone(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of ours; a zero timeout never blocks.
+    let ready = unsafe { libc::poll(&mut p, 1, 0) };
+    ready == 1 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// One socket connection: its descriptor (open while it is listed) and the
+/// signal that ends its task when its client is found gone.
+struct SocketEntry {
+    fd: RawFd,
+    gone: Notify,
+}
+
+/// One account's open socket connections, by id.
+type UidConnections = BTreeMap<u64, Arc<SocketEntry>>;
+
+/// Open socket connections per uid. A connection counts until its descriptor
+/// closes; and when an account is at its cap, those whose client has already
+/// gone (while their task has not yet noticed: a busy daemon, a request in
+/// flight) are let go first, so that only connections really open count.
+#[derive(Clone, Default)]
+struct OpenConnections {
+    by_uid: Arc<Mutex<HashMap<u32, UidConnections>>>,
+    next_id: Arc<AtomicU64>,
+}
+
+struct ConnectionSlot {
+    open: OpenConnections,
+    uid: u32,
+    id: u64,
+}
+
+impl OpenConnections {
+    fn take(
+        &self,
+        uid: u32,
+        fd: RawFd,
+        limit: usize,
+    ) -> Option<(ConnectionSlot, Arc<SocketEntry>)> {
+        let mut by_uid = self.by_uid.lock().unwrap_or_else(|e| e.into_inner());
+        let open = by_uid.entry(uid).or_default();
+        if open.len() >= limit {
+            open.retain(|_, e| {
+                let gone = peer_gone(e.fd);
+                if gone {
+                    e.gone.notify_one();
+                }
+                !gone
+            });
+        }
+        if open.len() >= limit {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let entry = Arc::new(SocketEntry {
+            fd,
+            gone: Notify::new(),
+        });
+        open.insert(id, Arc::clone(&entry));
+        let slot = ConnectionSlot {
+            open: self.clone(),
+            uid,
+            id,
+        };
+        Some((slot, entry))
+    }
+
+    #[cfg(test)]
+    fn count(&self, uid: u32) -> usize {
+        let by_uid = self.by_uid.lock().unwrap_or_else(|e| e.into_inner());
+        by_uid.get(&uid).map_or(0, BTreeMap::len)
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut by_uid = self.open.by_uid.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = by_uid.get_mut(&self.uid) {
+            open.remove(&self.id);
+            if open.is_empty() {
+                by_uid.remove(&self.uid);
+            }
+        }
+    }
+}
+
+/// Serves the API on the unix socket; each connection carries its peer's identity.
+pub async fn serve_socket(
+    listener: tokio::net::UnixListener,
+    app: Router,
+    identity: Arc<Identity>,
+    limits: ConnectionsConfig,
+) {
+    let open = OpenConnections::default();
+    let refusing = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("unix socket accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(cred) = stream.peer_cred() else {
+            continue;
+        };
+        let uid = cred.uid();
+        let limit = if uid == 0 || uid == identity.owner_uid {
+            usize::MAX
+        } else {
+            limits.max_per_user
+        };
+        let Some((slot, entry)) = open.take(uid, stream.as_raw_fd(), limit) else {
+            let message = format!(
+                "{} already has {} connections open to this daemon, the most one account may \
+                 ([connections] max_per_user in gpuq.toml); close some (gpuq logs -f, gpuq events, \
+                 gpuq top) and try again",
+                identity::user_name(uid),
+                limits.max_per_user
+            );
+            refuse(stream, &message, &refusing);
+            continue;
+        };
+        let caller = identity.peer(uid);
+        let service = hyper_util::service::TowerToHyperService::new(
+            app.clone().layer(axum::Extension(caller)),
+        );
+        let builder = http1(&limits);
+        let io = TokioIo::new(Counted {
+            _slot: slot,
+            stream,
+        });
+        tokio::spawn(async move {
+            // Upgrades: a shell's terminal and a notebook's WebSockets.
+            let conn = builder.serve_connection(io, service).with_upgrades();
+            tokio::select! {
+                _ = conn => {}
+                _ = entry.gone.notified() => {}
+            }
+        });
+    }
+}
+
+/// A TCP connection, in its requests' extensions: the auth marks it once a
+/// request proves who sent it, and from then on it is no longer one of the
+/// unauthenticated few that a newcomer may push out.
+#[derive(Clone)]
+pub struct TcpConnection(Arc<Entry>);
+
+struct Entry {
+    id: u64,
+    ip: IpAddr,
+    tcp: Tcp,
+    authenticated: AtomicBool,
+    /// A request's headers arrived: a client that means it, most likely.
+    started: AtomicBool,
+    evicted: Notify,
+}
+
+impl TcpConnection {
+    fn authenticated(&self) {
+        if !self.0.authenticated.swap(true, Ordering::Relaxed) {
+            self.0.tcp.state().forget(self.0.id, self.0.ip);
+        }
+    }
+}
+
+/// Marks the request's TCP connection as one whose request arrived whole.
+async fn started(req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    if let Some(c) = req.extensions().get::<TcpConnection>() {
+        c.0.started.store(true, Ordering::Relaxed);
+    }
+    next.run(req).await
+}
+
+/// Marks the request's TCP connection as one that proved who sent it.
+pub fn authenticated(req: &Request) {
+    if let Some(c) = req.extensions().get::<TcpConnection>() {
+        c.authenticated();
+    }
+}
+
+/// The TCP listener's accounting.
+#[derive(Clone)]
+struct Tcp {
+    state: Arc<Mutex<TcpState>>,
+    next_id: Arc<AtomicU64>,
+    limits: Arc<ConnectionsConfig>,
+}
+
+#[derive(Default)]
+struct TcpState {
+    open: usize,
+    /// Not yet authenticated, oldest first (ids grow).
+    waiting: BTreeMap<u64, (IpAddr, Arc<Entry>)>,
+    waiting_from: HashMap<IpAddr, usize>,
+}
+
+impl TcpState {
+    fn forget(&mut self, id: u64, ip: IpAddr) -> bool {
+        if self.waiting.remove(&id).is_none() {
+            return false;
+        }
+        if let Some(n) = self.waiting_from.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.waiting_from.remove(&ip);
+            }
+        }
+        true
+    }
+
+    /// Closes the oldest unauthenticated connection (from `ip` if given):
+    /// first of those that never completed a request's headers (a flood of
+    /// half-sent requests pushes out its own), then of the others.
+    fn evict_oldest(&mut self, ip: Option<IpAddr>) {
+        let from_ip = |from: &IpAddr| ip.is_none() || ip == Some(*from);
+        let silent = self
+            .waiting
+            .iter()
+            .find(|(_, (from, e))| from_ip(from) && !e.started.load(Ordering::Relaxed));
+        let oldest = silent
+            .or_else(|| self.waiting.iter().find(|(_, (from, _))| from_ip(from)))
+            .map(|(id, (from, entry))| (*id, *from, Arc::clone(entry)));
+        if let Some((id, from, entry)) = oldest {
+            self.forget(id, from);
+            entry.evicted.notify_one();
+        }
+    }
+}
+
+/// Given back when a TCP connection's task ends, however it ends.
+struct TcpSlot(TcpConnection);
+
+impl Drop for TcpSlot {
+    fn drop(&mut self) {
+        let entry = &self.0 .0;
+        let mut state = entry.tcp.state();
+        state.forget(entry.id, entry.ip);
+        state.open -= 1;
+    }
+}
+
+impl Tcp {
+    fn state(&self) -> std::sync::MutexGuard<'_, TcpState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A slot for a new connection from `ip`, or `None` over `max_tcp`.
+    fn admit(&self, ip: IpAddr) -> Option<TcpSlot> {
+        let l = &self.limits;
+        let mut state = self.state();
+        if state.open >= l.max_tcp {
+            return None;
+        }
+        if state.waiting_from.get(&ip).copied().unwrap_or(0) >= l.max_unauthenticated_per_address {
+            state.evict_oldest(Some(ip));
+        }
+        if state.waiting.len() >= l.max_unauthenticated {
+            state.evict_oldest(None);
+        }
+        let entry = Arc::new(Entry {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            ip,
+            tcp: self.clone(),
+            authenticated: AtomicBool::new(false),
+            started: AtomicBool::new(false),
+            evicted: Notify::new(),
+        });
+        state.open += 1;
+        state.waiting.insert(entry.id, (ip, Arc::clone(&entry)));
+        *state.waiting_from.entry(ip).or_insert(0) += 1;
+        Some(TcpSlot(TcpConnection(entry)))
+    }
+}
+
+/// Serves the API over TCP until `shutdown` resolves, then lets the
+/// connections finish their requests (as `axum::serve` does).
+pub async fn serve_tcp(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ConnectionsConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let tcp = Tcp {
+        state: Arc::default(),
+        next_id: Arc::default(),
+        limits: Arc::new(limits.clone()),
+    };
+    let refusing = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    // Dropped when shutdown begins; every connection task holds `open_rx`.
+    let (stop_tx, stop_rx) = watch::channel(());
+    let (open_tx, open_rx) = watch::channel(());
+    tokio::spawn(async move {
+        shutdown.await;
+        drop(stop_rx);
+    });
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors, most likely: those in use free up.
+                    tracing::warn!("TCP accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop_tx.closed() => break,
+        };
+        let ip = match peer.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        let Some(slot) = tcp.admit(ip) else {
+            let message = format!(
+                "this daemon has {} TCP connections open, the most it takes \
+                 ([connections] max_tcp in gpuq.toml); try again shortly",
+                limits.max_tcp
+            );
+            refuse(stream, &message, &refusing);
+            continue;
+        };
+        // Small writes go out at once: a terminal's keystrokes and a kernel's
+        // messages through the proxy would otherwise wait on delayed ACKs (~40 ms).
+        let _ = stream.set_nodelay(true);
+        let conn = slot.0.clone();
+        let service = hyper_util::service::TowerToHyperService::new(
+            app.clone()
+                .layer(axum::middleware::from_fn(started))
+                .layer(axum::Extension(conn)),
+        );
+        let builder = http1(&limits);
+        let stop = stop_tx.clone();
+        let open = open_rx.clone();
+        let entry = Arc::clone(&slot.0 .0);
+        let io = TokioIo::new(Counted {
+            _slot: slot,
+            stream,
+        });
+        tokio::spawn(async move {
+            let _open = open;
+            let conn = builder.serve_connection(io, service).with_upgrades();
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                // Pushed out by newer unauthenticated connections: closed now.
+                _ = entry.evicted.notified() => return,
+                _ = stop.closed() => conn.as_mut().graceful_shutdown(),
+            }
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    drop(open_rx);
+    open_tx.closed().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(max_tcp: usize, waiting: usize, per_address: usize) -> Tcp {
+        let limits = ConnectionsConfig {
+            max_tcp,
+            max_unauthenticated: waiting,
+            max_unauthenticated_per_address: per_address,
+            ..ConnectionsConfig::default()
+        };
+        Tcp {
+            state: Arc::default(),
+            next_id: Arc::default(),
+            limits: Arc::new(limits),
+        }
+    }
+
+    fn evicted(slot: &TcpSlot) -> bool {
+        let state = slot.0 .0.tcp.state();
+        !state.waiting.contains_key(&slot.0 .0.id)
+            && !slot.0 .0.authenticated.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn unauthenticated_connections_push_out_the_oldest_not_the_newest() {
+        let t = tcp(100, 3, 2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let a1 = t.admit(a).unwrap();
+        let a2 = t.admit(a).unwrap();
+        // A third from the same address pushes out that address's oldest.
+        let a3 = t.admit(a).unwrap();
+        assert!(evicted(&a1) && !evicted(&a2) && !evicted(&a3));
+        // Another address: the pool is full, so the oldest of all goes.
+        let b1 = t.admit(b).unwrap();
+        let b2 = t.admit(b).unwrap();
+        assert!(evicted(&a2) && !evicted(&a3) && !evicted(&b1) && !evicted(&b2));
+        // An authenticated connection is never pushed out, nor counted.
+        b1.0.authenticated();
+        let _b3 = t.admit(b).unwrap();
+        let _b4 = t.admit(b).unwrap();
+        assert!(!evicted(&b1) && evicted(&b2));
+        assert_eq!(t.state().waiting.len(), 3);
+        // Every slot is given back when its connection ends.
+        drop((a1, a2, a3, b1, b2, _b3, _b4));
+        let state = t.state();
+        assert_eq!(
+            (state.open, state.waiting.len(), state.waiting_from.len()),
+            (0, 0, 0)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_socket_connection_counts_until_its_client_is_gone() {
+        let open = OpenConnections::default();
+        let pairs: Vec<_> = (0..3)
+            .map(|_| std::os::unix::net::UnixStream::pair().unwrap())
+            .collect();
+        let mut slots: Vec<_> = pairs
+            .iter()
+            .map(|(ours, _)| open.take(7, ours.as_raw_fd(), 3).unwrap())
+            .collect();
+        assert_eq!(open.count(7), 3);
+        // At the cap while every client is there: refused.
+        let (extra, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(open.take(7, extra.as_raw_fd(), 3).is_none());
+        // One client closed its end; its task has not noticed yet. It no longer
+        // counts, and its task is told to end.
+        let (_, theirs) = &pairs[1];
+        theirs.shutdown(std::net::Shutdown::Both).unwrap();
+        let (slot, _) = open.take(7, extra.as_raw_fd(), 3).expect("room again");
+        let gone = Arc::clone(&slots[1].1);
+        let told = tokio::time::timeout(Duration::from_secs(5), gone.gone.notified()).await;
+        assert!(told.is_ok(), "the gone client's task is told");
+        assert_eq!(open.count(7), 3);
+        // Slots are given back when their connections end, the reaped one too.
+        slots.remove(1);
+        assert_eq!(open.count(7), 3);
+        drop(slots);
+        drop(slot);
+        assert_eq!(open.count(7), 0);
+        // Other accounts have their own count.
+        assert!(open.take(8, extra.as_raw_fd(), 1).is_some());
+    }
+
+    #[test]
+    fn half_sent_connections_go_before_one_whose_request_arrived() {
+        let t = tcp(100, 3, 3);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let client = t.admit(ip).unwrap();
+        client.0 .0.started.store(true, Ordering::Relaxed);
+        let flood: Vec<_> = (0..20).map(|_| t.admit(ip).unwrap()).collect();
+        assert!(!evicted(&client), "the client that sent its request stays");
+        assert!(flood[..18].iter().all(evicted));
+    }
+
+    #[test]
+    fn the_bounds_come_from_gpuq_toml_and_bad_ones_name_the_key() {
+        let c = crate::config::Config::parse(
+            "[connections]\nmax_tcp = 100\nmax_per_user = 8\nheader_timeout = \"3s\"\n",
+        )
+        .unwrap();
+        let c = c.connections;
+        assert_eq!((c.max_tcp, c.max_per_user), (100, 8));
+        assert_eq!(c.header_timeout.as_millis(), 3000);
+        assert_eq!(c.max_unauthenticated, 1024, "the default");
+        for (bad, key) in [
+            ("max_tcp = 0", "connections.max_tcp"),
+            (
+                "max_unauthenticated_per_address = 0",
+                "max_unauthenticated_per_address",
+            ),
+            ("header_timeout = \"10ms\"", "connections.header_timeout"),
+            ("max_tcp = -1", "max_tcp"),
+            ("max_connections = 5", "max_connections"),
+        ] {
+            let e = crate::config::Config::parse(&format!("[connections]\n{bad}\n")).unwrap_err();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn past_max_tcp_a_connection_is_refused() {
+        let t = tcp(2, 10, 10);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let one = t.admit(ip).unwrap();
+        let _two = t.admit(ip).unwrap();
+        assert!(t.admit(ip).is_none());
+        drop(one);
+        assert!(t.admit(ip).is_some());
+    }
+}
