@@ -249,6 +249,12 @@ impl LocalExecutor {
         if let Some(name) = &req.container {
             cmd.arg("--container").arg(name);
         }
+        if let Some(l) = self.log_limits {
+            cmd.arg("--log-max")
+                .arg(l.max_bytes.to_string())
+                .arg("--log-reserve")
+                .arg(l.reserve_bytes.to_string());
+        }
         // The supervisor enters the job's directory itself, with the job's rights:
         // root never enters a directory on a user's behalf.
         cmd.arg("--cwd").arg(req.cwd);
@@ -260,12 +266,6 @@ impl LocalExecutor {
             .stdin(Stdio::from(lock))
             .stdout(log)
             .stderr(log_err);
-        if let Some(l) = self.log_limits {
-            cmd.arg("--log-max")
-                .arg(l.max_bytes.to_string())
-                .arg("--log-reserve")
-                .arg(l.reserve_bytes.to_string());
-        }
         // Its own process group keeps the supervisor out of signals aimed at the
         // daemon's group (a Ctrl-C in the daemon's terminal). No pre_exec hook, so
         // the spawn can use posix_spawn instead of forking the daemon.
