@@ -30,7 +30,7 @@
 //! metrics_user_rate = 5000      # points per second all of one user's jobs and runs together,
 //! metrics_user_burst = 100000   # with bursts of up to this many
 //! metrics_max_points = 5000000  # points per job (about 33 bytes each in the database)
-//! metrics_max_keys = 1000       # distinct metric names per job
+//! metrics_max_keys = 1000       # distinct metric names per job (and params, and tags)
 //!
 //! [users.alice]
 //! share = 2                     # twice bob's share of the GPUs

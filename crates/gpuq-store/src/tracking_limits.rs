@@ -90,10 +90,16 @@ impl Tracking {
         self.write(|tx| {
             ensure_run(tx, run)?;
             let (kept, mut dropped) = apply_caps(tx, run, &batch.metrics, caps)?;
+            // Params and tags are keys too: a run holds at most `max_keys` of each.
+            let (params, over_params) = cap_keyed(tx, "run_params", run, &batch.params, caps)?;
+            let (tags, over_tags) = cap_keyed(tx, "run_tags", run, &batch.tags, caps)?;
+            if over_params + over_tags > 0 {
+                *dropped.entry(DropReason::Keys).or_default() += over_params + over_tags;
+            }
             let rest = Batch {
                 metrics: vec![],
-                params: batch.params.clone(),
-                tags: batch.tags.clone(),
+                params,
+                tags,
             };
             write_batch(tx, run, &rest)?;
             write_metrics(tx, run, &kept)?;
@@ -207,6 +213,49 @@ fn apply_caps(
         *dropped.entry(reason).or_default() += 1;
     }
     Ok((kept, dropped))
+}
+
+/// The params or tags (`table`) that fit the run's cap of keys: a key it has
+/// already is always taken (MLflow's own rules then apply); new ones beyond
+/// the cap are counted.
+fn cap_keyed(
+    tx: &Transaction<'_>,
+    table: &str,
+    run: &str,
+    entries: &[(String, String)],
+    caps: MetricCaps,
+) -> TrackingResult<(Vec<(String, String)>, u64)> {
+    if caps.max_keys == u64::MAX || entries.is_empty() {
+        return Ok((entries.to_vec(), 0));
+    }
+    let mut held: i64 = tx.query_row(
+        &format!("SELECT COUNT(*) FROM {table} WHERE run_id = ?1"),
+        [run],
+        |r| r.get(0),
+    )?;
+    let mut seen: HashSet<&str> = HashSet::new();
+    let (mut kept, mut over) = (Vec::with_capacity(entries.len()), 0);
+    for (k, v) in entries {
+        let known = seen.contains(k.as_str())
+            || tx
+                .query_row(
+                    &format!("SELECT 1 FROM {table} WHERE run_id = ?1 AND key = ?2"),
+                    params![run, k],
+                    |_| Ok(()),
+                )
+                .optional()?
+                .is_some();
+        if !known {
+            if held as u64 >= caps.max_keys {
+                over += 1;
+                continue;
+            }
+            held += 1;
+            seen.insert(k);
+        }
+        kept.push((k.clone(), v.clone()));
+    }
+    Ok((kept, over))
 }
 
 /// Adds `drops` to the run's counts; the first drop of a kind is an event of
@@ -344,6 +393,29 @@ mod tests {
             .map(|k| t.metric_history(&run, k, 0, 100).unwrap().0.len() as u64)
             .sum();
         assert_eq!(stored, 10);
+        // Tags beyond the cap of keys are dropped as well; a tag it has may change.
+        let tags = Batch {
+            tags: vec![
+                ("a".into(), "1".into()),
+                ("b".into(), "2".into()),
+                ("c".into(), "3".into()),
+                ("a".into(), "4".into()),
+            ],
+            ..Default::default()
+        };
+        let held = t.run(&run).unwrap().unwrap().tags.len() as u64;
+        let tag_caps = MetricCaps {
+            max_keys: held + 2,
+            ..caps
+        };
+        let d = t
+            .log_batch_capped(&run, &tags, tag_caps, &Drops::new(), 8)
+            .unwrap();
+        assert_eq!(d.now.get(&DropReason::Keys), Some(&1), "{d:?}");
+        let stored = t.run(&run).unwrap().unwrap().tags;
+        assert_eq!(stored.get("a").map(String::as_str), Some("4"));
+        assert!(!stored.contains_key("c"), "{stored:?}");
+        assert_eq!(t.metric_drops(&run).unwrap()[&DropReason::Keys], 4);
         let events = store.events(job).unwrap();
         let said: Vec<_> = events
             .iter()

@@ -284,7 +284,10 @@ impl Service {
                         o.metrics_rate, o.metrics_user_rate, o.metrics_burst
                     ),
                     DropReason::Points => format!("{} points per job", o.metrics_max_points),
-                    DropReason::Keys => format!("{} metric names per job", o.metrics_max_keys),
+                    DropReason::Keys => format!(
+                        "{} names per job, of metrics, of params and of tags",
+                        o.metrics_max_keys
+                    ),
                     DropReason::Disk => "free space kept for the database".into(),
                 };
                 let more = match d.job {
