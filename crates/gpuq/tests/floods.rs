@@ -83,7 +83,7 @@ fn a_metrics_flood_is_dropped_and_counted_and_hurts_nobody_else() {
     }
     let slowest = during.iter().max().unwrap();
     assert!(
-        *slowest < baseline * 20 + Duration::from_secs(2),
+        *slowest < baseline * 20 + Duration::from_secs(5),
         "a submit took {slowest:?} during the flood (baseline {baseline:?}): {during:?}"
     );
 
