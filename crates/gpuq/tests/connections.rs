@@ -194,6 +194,7 @@ fn past_max_tcp_a_new_connection_is_refused_at_once() {
 /// A labmate's script on the socket: `hold N` opens N keep-alive connections,
 /// each answered once, then closes them all; `polls N JOB` sends N long-polls
 /// on a job and closes each before its answer. Prints what it saw.
+#[cfg(feature = "system-tests")]
 const SOCKET_CLIENT: &str = r#"
 import socket, sys
 path, what, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
