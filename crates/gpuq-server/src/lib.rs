@@ -55,6 +55,9 @@ pub struct ServerOptions {
     /// the caller's logging and records of this daemon (a daemon refused
     /// because another serves the home must not touch them).
     pub on_start: Option<OnStart>,
+    /// Where `gpus` came from when no flag chose it (gpuq.toml, the last
+    /// daemon's settings): said with the GPUs (`gpuq doctor`, an autostart's message).
+    pub gpus_from: Option<String>,
 }
 
 /// See `ServerOptions::on_start`; given the (resolved) home.
@@ -272,6 +275,9 @@ async fn serve(opts: ServerOptions) -> Result<()> {
     } else {
         (opts.gpus.clone(), gpuq_gpu::discover(&opts.gpus))
     };
+    if let Some(from) = &opts.gpus_from {
+        discovery.summary = format!("{} ({from})", discovery.summary);
+    }
 
     let explicit = opts.listen.is_some();
     let addr = opts

@@ -252,8 +252,8 @@ fn a_daemon_killed_and_autostarted_keeps_its_simulated_gpus_and_its_jobs() {
     let ls = autostarting(&home, &["ls"]);
     assert!(ls.status.success(), "{}", stderr(&ls));
     assert!(
-        stderr(&ls).contains("with 4 GPUs"),
-        "the autostart says what it started: {}",
+        stderr(&ls).contains("with 4 GPUs") && stderr(&ls).contains("from daemon.settings"),
+        "the autostart says what it started, and why: {}",
         stderr(&ls)
     );
     let gpus: serde_json::Value =

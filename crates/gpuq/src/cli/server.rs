@@ -92,6 +92,14 @@ pub fn run(args: ServerArgs) -> CmdResult {
         slots,
     };
     let (foreground, autostart) = (args.foreground, args.autostart);
+    let gpus_note = match gpus_from {
+        daemon_settings::Source::Config => Some(format!("--gpus {} from gpuq.toml", settings.gpus)),
+        daemon_settings::Source::LastDaemon => Some(format!(
+            "--gpus {} from daemon.settings, as the home's last daemon ran",
+            settings.gpus
+        )),
+        _ => None,
+    };
     let on_start: gpuq_server::OnStart = Box::new(move |home: &std::path::Path| {
         let log = home::daemon_log(home);
         daemon_log::init(&log, log_max, foreground).map_err(|e| {
@@ -139,6 +147,7 @@ pub fn run(args: ServerArgs) -> CmdResult {
         slots: slots.filter(|_| slots_from != daemon_settings::Source::Config),
         home,
         on_start: Some(on_start),
+        gpus_from: gpus_note,
     };
     gpuq_server::run(opts).map_err(|e| {
         // Into the log too, when it is open: a daemon that stopped says why there.
