@@ -48,4 +48,7 @@ class Server(socketserver.UnixStreamServer):
 
 
 os.umask(0o077)
+# A socket left by an earlier attempt is replaced, as JupyterLab (tornado) does.
+if os.path.exists(sock):
+    os.remove(sock)
 Server(sock, Handler).serve_forever()

@@ -125,6 +125,23 @@ fn a_labmates_notebook_runs_as_them_and_only_they_get_in() {
     assert!(!ps.contains("JUPYTER_TOKEN"));
     let capability = base.trim_end_matches('/').rsplit('/').next().unwrap();
     assert!(!ps.contains(capability), "{ps}");
+    // The capability dies with the attempt: requeued, the notebook gets a new
+    // one, and the old address opens nothing.
+    d.ok(&["requeue", &job.to_string()]);
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            let again = base_of(&d, &mate, job);
+            again != base && get(&d, &mate, &format!("{again}whoami")).0 == 200
+        }),
+        "the requeued notebook is up again"
+    );
+    assert_eq!(d.show(job)["attempt"], 2);
+    let again = base_of(&d, &mate, job);
+    assert_ne!(again, base);
+    let (code, body) = get(&d, &mate, &format!("{base}whoami"));
+    assert_eq!(code, 404, "{body}");
+    let (code, body) = get(&d, &mate, &format!("{again}whoami"));
+    assert_eq!(code, 200, "{body}");
     d.ok(&["cancel", &job.to_string()]);
     d.wait(job);
 }
