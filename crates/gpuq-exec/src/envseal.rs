@@ -375,3 +375,74 @@ fn names(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
     out.sort();
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_sealed_copy_has_plain_modes_keeps_its_links_and_refuses_special_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("built");
+        std::fs::create_dir_all(from.join("sub")).unwrap();
+        std::fs::write(from.join("sub/x.py"), "X = 1\n").unwrap();
+        std::fs::write(from.join("run"), "#!/bin/sh\n").unwrap();
+        std::fs::write(from.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        std::fs::write(from.join("sub/a.pth"), "# comment\nimport os\nx\n").unwrap();
+        for (p, m) in [("sub", 0o777), ("sub/x.py", 0o666), ("run", 0o4775)] {
+            std::fs::set_permissions(from.join(p), std::fs::Permissions::from_mode(m)).unwrap();
+        }
+        symlink("sub/x.py", from.join("inside")).unwrap();
+        symlink("/bin/sh", from.join("python")).unwrap();
+        let to = dir.path().join("sealed");
+        copy_sealed(&from, &to, &to).unwrap();
+        assert_eq!(mode(&to), 0o755);
+        assert_eq!(mode(&to.join("sub")), 0o755);
+        assert_eq!(mode(&to.join("sub/x.py")), 0o644);
+        assert_eq!(mode(&to.join("run")), 0o755, "no setuid bit survives");
+        assert_eq!(
+            std::fs::read_to_string(to.join("inside")).unwrap(),
+            "X = 1\n"
+        );
+        assert_eq!(
+            std::fs::read_link(to.join("python")).unwrap(),
+            Path::new("/bin/sh")
+        );
+        assert!(to.join(".gpuq").join(SEALED).is_file());
+
+        // A FIFO has no place in an environment.
+        let fifo = std::ffi::CString::new(from.join("sub/fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let e = copy_sealed(&from, &dir.path().join("again"), &to).unwrap_err();
+        assert!(e.contains("sub/fifo") && e.contains("FIFO"), "{e}");
+    }
+
+    #[test]
+    fn a_path_leading_out_is_judged_where_it_will_live() {
+        assert_eq!(
+            normalize(Path::new("/e/lib/../bin/./python")),
+            Path::new("/e/bin/python")
+        );
+        assert_eq!(normalize(Path::new("/e/../../x")), Path::new("/x"));
+        let walk = Walk {
+            final_root: Path::new("/envs/k"),
+        };
+        walk.check_leads(Path::new("bin/python3"), Path::new("python"), "links to")
+            .unwrap();
+        // Out of the environment to a place that does not exist: nobody vouches for it.
+        let e = walk
+            .check_leads(
+                Path::new("lib/site/a.pth"),
+                Path::new("../../../../nonexistent-gpuq-dir"),
+                "adds to sys.path",
+            )
+            .unwrap_err();
+        assert!(e.contains("lib/site/a.pth adds to sys.path"), "{e}");
+    }
+}
