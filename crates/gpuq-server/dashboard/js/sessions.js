@@ -35,7 +35,7 @@ export function mount(root) {
     if (s.busy_kernels > 0) by.push(t('sessions.by_kernels', { n: s.busy_kernels }));
     if (s.gpu_busy_percent != null) by.push(t('sessions.by_gpu', { pct: Math.round(s.gpu_busy_percent) }));
     return h('span', { class: 'badge ok', dataset: { inUse: by.length ? 'yes' : 'recent' } },
-      t('sessions.in_use') + (by.length ? ': ' + by.join(', ') : ''));
+      t('sessions.in_use') + (by.length ? t('sessions.by_sep') + by.join(t('sessions.by_join')) : ''));
   }
 
   function row(s, now, me) {
