@@ -650,6 +650,15 @@ mod tests {
     }
 
     #[test]
+    fn a_hostile_name_is_drawn_escaped() {
+        let mut v = view();
+        v.jobs[0].name = Some("\x1b]0;T\x07\u{202e}x".into());
+        let s = screen(&v);
+        assert!(s.contains("\\x1b]0;T\\x07\\u{202e}x"), "{s}");
+        assert!(!s.contains(['\x1b', '\x07', '\u{202e}']), "{s:?}");
+    }
+
+    #[test]
     fn keys_sort_filter_open_a_log_and_quit() {
         let mut v = view();
         assert_eq!(v.rows()[0].job.id, 7);
