@@ -141,6 +141,22 @@ def test_reasons_from_the_server_read_in_chinese_on_the_chinese_pages(daemon, ne
     w.page.wait_for_selector("#job-attempts tr[data-attempt]")
     assert "退出码 3" in w.page.locator("#job-attempts").inner_text()
     w.shot("reasons-zh")
+    # Why a queued job waits, from the server's explanation.
+    both = daemon.submit("--name", "both-gpus", "--gpus", "2", "--", "sleep", "60")
+    daemon.wait_state(both, ("running",))
+    waiting = daemon.submit("--name", "waits", "--gpus", "1", "--", "true")
+    try:
+        w.page.goto(f"{daemon.url}/#/queue")
+        w.page.wait_for_function(
+            "(id) => { const r = document.querySelector(`tr[data-job-id=\"${id}\"] td.reason`); return r && /GPU/.test(r.innerText); }",
+            arg=waiting,
+            timeout=15000,
+        )
+        why = row(w.page, waiting).locator("td.reason").inner_text()
+        assert why.startswith("等待 1 块 GPU：全部 2 块都被占用：作业 "), why
+    finally:
+        daemon.gpuq("cancel", str(both), str(waiting))
+        daemon.wait_state(both, ("cancelled",))
     w.assert_clean()
 
 

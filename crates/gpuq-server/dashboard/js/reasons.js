@@ -5,6 +5,7 @@
 import { lang } from './i18n.js';
 
 const SESSION = { notebook: '笔记本', shell: '终端' };
+const STATES = { queued: '在排队', running: '在运行', succeeded: '已成功', failed: '已失败', cancelled: '已取消', preempted: '被抢占' };
 const inUse = (s) => s
   .replace(/\b(\d+) clients? connected\b/g, '$1 个客户端已连接')
   .replace(/\b(\d+) kernels? running\b/g, '$1 个内核在运行')
@@ -44,9 +45,32 @@ const CLAUSES = [
   [/^could not start: (.+)$/, '无法启动：$1'],
   [/^cannot start: (.+)$/, '无法启动：$1'],
   [/^waits for (\d+) GPUs?$/, '等待 $1 块 GPU'],
-  [/^waits for (\d+) GPUs?: (.+)$/, '等待 $1 块 GPU：$2'],
+  [/^waits for (\d+) GPUs?: (.+)$/, (m) => '等待 ' + m[1] + ' 块 GPU：' + holders(m[2])],
   [/^it is next, as soon as GPUs free up$/, '它排在下一个，GPU 一空出就启动'],
+  [/^starts now: its GPUs are free$/, '马上启动：它的 GPU 已空闲'],
+  [/^is about to start$/, '即将启动'],
+  [/^waits for (?:job|task) (\S+) to succeed \(it is (\w+)\)$/, (m) => '等待作业 ' + m[1] + ' 成功（它现在' + (STATES[m[2]] || '是 ' + m[2]) + '）'],
+  [/^is held by (.+)$/, '被 $1 暂缓'],
+  [/^`gpuq release (\S+)` lets it start$/, '`gpuq release $1` 可让它启动'],
+  [/^waits: the queue is drained for maintenance$/, '等待：队列因维护已暂停'],
+  [/^`gpuq undrain` starts jobs again$/, '`gpuq undrain` 恢复启动作业'],
+  [/^is a retry waiting out its back-off until (\S+)$/, '是一次重试，退避等待到 $1'],
+  [/^is a retry waiting out its back-off until (\S+) \((.+)\)$/, (m) => '是一次重试，退避等待到 ' + m[1] + '（' + clauses(m[2]).map(clause).join('；') + '）'],
+  [/^waits for the only job slot, which is busy$/, '等待唯一的作业槽（正被占用）'],
+  [/^waits for a job slot: all (\d+) are busy$/, '等待作业槽：$1 个都被占用'],
+  [/^waits: (\S+) already uses (.+) of a quota of (.+) at once$/, '等待：$1 已同时使用 $2（配额 $3）'],
 ];
+
+// Who holds the GPUs a job waits for: "all 4 are in use by jobs 12 (alice, no time limit) and 13 (…)".
+const holders = (s) => s
+  .replace(/^all (\d+) are in use by /, '全部 $1 块都被占用：')
+  .replace(/^(\d+) free, the others in use by /, '$1 块空闲，其余被占用：')
+  .replace(/\bjobs? (\d+)/g, '作业 $1')
+  .replace(/ends by (\S+) at its time limit/g, '$1 到达时间上限结束')
+  .replace(/\bno time limit\b/g, '无时间上限')
+  .replace(/\bstopping\b/g, '正在停止')
+  .replace(/ and /g, ' 和 ')
+  .replace(/, /g, '，');
 
 function clause(c) {
   for (const [re, zh] of CLAUSES) {
@@ -59,5 +83,22 @@ function clause(c) {
 // A reason as the page's language says it (English: as the server wrote it).
 export function reasonText(s) {
   if (!s || !lang().startsWith('zh')) return s;
-  return s.split('; ').map(clause).join('；');
+  return clauses(s).map(clause).join('；');
+}
+
+// "; " splits clauses, but not inside parentheses ("(exit 1; retry 1 of 3 in 10s)").
+function clauses(s) {
+  const out = [];
+  let depth = 0, start = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i];
+    if (c === '(') depth++;
+    else if (c === ')') depth = Math.max(0, depth - 1);
+    else if (c === ';' && s[i + 1] === ' ' && depth === 0) {
+      out.push(s.slice(start, i));
+      start = i + 2;
+    }
+  }
+  out.push(s.slice(start));
+  return out;
 }
