@@ -220,3 +220,17 @@ def test_a_container_job_whose_image_is_missing_says_so_on_the_page(daemon, new_
     w.page.wait_for_selector("#job-attempts tr[data-attempt]")
     assert f"podman pull {image}" in w.page.locator("main").inner_text()
     w.assert_clean()
+
+
+def test_a_view_run_link_opened_without_a_session_returns_to_the_run_after_login(daemon, new_page):
+    job = daemon.submit("--name", "later", "--", "true")
+    daemon.wait_state(job, ("succeeded",))
+    w = new_page()
+    w.page.goto(f"{daemon.url}/#/experiments/0/runs/{job}")
+    w.page.wait_for_url(re.compile(re.escape(daemon.url) + r"/login#/experiments/0/runs/" + str(job) + "$"), timeout=15000)
+    w.page.wait_for_selector("#token", state="visible", timeout=10000)
+    w.page.fill("#token", daemon.env["GPUQ_TOKEN"])
+    w.page.click("#login-submit")
+    w.page.wait_for_url(f"{daemon.url}/#/job/{job}", timeout=15000)
+    w.page.wait_for_selector(f"h1:has-text('Job {job}')", timeout=10000)
+    w.assert_clean(allowed=("401",))
