@@ -1,6 +1,7 @@
 // #/sessions: running notebooks and shells: whose, their GPUs, clients, and
 // whether they are idle (and when the idle stop is due). A notebook of the
-// logged-in user opens with a button (the daemon proxies it at /sessions/<id>/).
+// logged-in user opens with a button to its `path`, /sessions/<id>/<capability>/lab:
+// the API tells it to its user alone (this page asks with the CSRF secret).
 import { h, clear, table, jobLink, timeEl, text, showError, DASH } from './dom.js';
 import { get, session } from './api.js';
 import { t } from './i18n.js';
