@@ -1,4 +1,5 @@
-//! The shipped examples under gpuq: the SDK's checkpoint contract across attempts.
+//! The shipped examples under gpuq: the SDK's checkpoint contract across attempts,
+//! the example sweep run to its end, and the READMEs' tours naming only shipped files.
 
 mod common;
 use common::*;
@@ -88,4 +89,51 @@ fn the_example_sweep_runs_from_a_clone_to_the_end() {
         trials.iter().any(|t| t["last_step"].as_u64() < Some(27)),
         "the worst stopped early: {s}"
     );
+}
+
+/// The tour's commands in both READMEs name files a clone has, and its
+/// simulator lines (no daemon needed) run as written.
+#[test]
+fn the_readme_tours_name_shipped_files_and_their_sim_lines_run() {
+    for (readme, heading) in [
+        ("README.md", "## A five-minute tour"),
+        ("README.zh-CN.md", "## 五分钟上手"),
+    ] {
+        let text = std::fs::read_to_string(repo_root().join(readme)).unwrap();
+        let tour = text
+            .split(heading)
+            .nth(1)
+            .and_then(|t| t.split("```sh\n").nth(1))
+            .and_then(|t| t.split("```").next())
+            .unwrap_or_else(|| panic!("{readme}: no tour"));
+        let mut sims = 0;
+        for line in tour.lines() {
+            let command = line.split(" #").next().unwrap_or("").trim();
+            for word in command.split_whitespace() {
+                if ["examples/", "crates/", "bench/"]
+                    .iter()
+                    .any(|p| word.starts_with(p))
+                {
+                    assert!(
+                        repo_root().join(word).exists(),
+                        "{readme}: {word} is not shipped ({line})"
+                    );
+                }
+            }
+            if command.starts_with("gpuq sim ") {
+                let out = std::process::Command::new(GPUQ)
+                    .args(command.split_whitespace().skip(1))
+                    .current_dir(repo_root())
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{readme}: {command}: {}",
+                    stderr(&out)
+                );
+                sims += 1;
+            }
+        }
+        assert!(sims >= 3, "{readme}: {sims} sim lines");
+    }
 }
