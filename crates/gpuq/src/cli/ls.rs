@@ -3,7 +3,7 @@
 
 use super::arrays::{array_label, parse_ref};
 use super::output::{
-    ago, colour_enabled, column_widths, fit, gpu_list, paint_state, print_json, print_table,
+    ago, colour_enabled, column_widths, field, fit, gpu_list, paint_state, print_json, print_table,
     shorten, span, terminal_width,
 };
 use super::{CliError, CmdResult};
@@ -179,7 +179,8 @@ fn job_row(
             ago(j.submitted_at, now),
             runtime,
             j.cost.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
-            shorten(&j.command, 40),
+            // Cleaned before it is cut, so the cut counts what the terminal shows.
+            shorten(&field(&j.command), 40),
         ],
         reason,
     )
@@ -199,7 +200,7 @@ fn array_row(first: &Job, a: &ArrayDetail, now: i64, colour: bool) -> (Vec<Strin
             ago(a.submitted_at, now),
             String::new(),
             "-".into(),
-            shorten(&a.command, 40),
+            shorten(&field(&a.command), 40),
         ],
         format!(
             "{}: {} (gpuq ls {})",
@@ -219,7 +220,7 @@ fn print_with_reasons(mut rows: Vec<Vec<String>>, reasons: Vec<String>) {
     let room = terminal_width().map(|w| w.saturating_sub(before).max(40));
     for (row, reason) in rows.iter_mut().zip(reasons) {
         row.push(match room {
-            Some(max) => fit(&reason, max),
+            Some(max) => fit(&field(&reason), max),
             None => reason,
         });
     }
