@@ -33,7 +33,8 @@ pub async fn run(client: &Client, args: EventsArgs) -> CmdResult {
                 value["cursor"] = cursor.into();
                 print_json_line(&value);
             } else {
-                outln!("{}", describe(&item));
+                // One event, one line, whatever its detail holds.
+                outln!("{}", super::output::field(&describe(&item)));
             }
             seen += 1;
             limit.is_none_or(|n| seen < n)

@@ -186,10 +186,7 @@ pub fn run(args: SimArgs) -> CmdResult {
         let c = gpuq_sim::spot::convert(&paths[0], &paths[1], od, args.spot_args.tick)
             .map_err(|e| CliError::usage(format!("--spot-convert: {e}")))?;
         if args.json {
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&c).expect("summary serializes")
-            );
+            super::output::print_json(&c);
         } else {
             outln!(
                 "wrote {} zones ({}) of {} rows at a {} s tick into {} (source steps: {} s min, {} s median, {} s max)",
@@ -210,10 +207,7 @@ pub fn run(args: SimArgs) -> CmdResult {
         let report = gpuq_sim::spot::evaluate(dir, &setting)
             .map_err(|e| CliError::usage(format!("--spot: {e}")))?;
         if args.json {
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&report).expect("report serializes")
-            );
+            super::output::print_json(&report);
         } else {
             out!("{report}");
         }
@@ -305,10 +299,7 @@ pub fn run(args: SimArgs) -> CmdResult {
         } else {
             serde_json::to_value(&reports)
         };
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&value.expect("report serializes")).expect("json")
-        );
+        super::output::print_json(&value.expect("report serializes"));
     }
     if let Some(svg) = &args.svg {
         let runs: Vec<(&str, &[f64])> = reports

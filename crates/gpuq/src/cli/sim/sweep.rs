@@ -83,10 +83,7 @@ pub fn run(path: &Path, args: &SweepArgs, json: bool) -> CmdResult {
     };
     let report = compare(&curves, &opts).map_err(|e| CliError::usage(e.to_string()))?;
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("report serializes")
-        );
+        crate::cli::output::print_json(&report);
     } else {
         out!("{report}");
     }
