@@ -11,7 +11,9 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// The colour sequences gpuq itself prints (state colours, marks): the only
-/// escapes that reach a terminal, and only when colour is on.
+/// escapes that reach a terminal, and only when colour is on. Text cannot be
+/// told apart from ours once formatted, so another user's string holding one
+/// of these six exact sequences passes too: at worst it colours a line.
 pub const PALETTE: [&str; 6] = [
     "\x1b[0m", "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[35m", "\x1b[36m",
 ];
