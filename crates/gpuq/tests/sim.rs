@@ -125,7 +125,7 @@ fn bad_input_is_refused_with_the_fix() {
         ),
         (
             vec!["--policy", "random"],
-            "fifo, gpuq, sjf-oracle or tiresias",
+            "fifo, gpuq, sjf-oracle, tiresias, or all",
         ),
     ] {
         let mut all = vec![sample.to_str().unwrap()];

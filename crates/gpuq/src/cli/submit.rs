@@ -76,7 +76,9 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "VERSION")]
     python_version: Option<String>,
     /// Run in this container image, with podman (e.g. localhost/train:1).
-    #[arg(long, value_name = "NAME")]
+    // A value that looks like a flag (`--image -v/:/host`) reaches the spec's
+    // check, which names the field, instead of clap's tip to put it after `--`.
+    #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
     image: Option<String>,
     /// Do not record the code and interpreter it is submitted from (also GPUQ_NO_REPRO=1).
     #[arg(long)]
