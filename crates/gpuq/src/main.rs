@@ -14,8 +14,24 @@ fn main() {
         Some("__container") => std::process::exit(container_main(&args[2..])),
         _ => {}
     }
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::try_parse().unwrap_or_else(|e| refuse_arguments(e));
     std::process::exit(cli::main(cli));
+}
+
+/// Clap's own report and exit status (2), less one tip: for an unknown flag
+/// before the command it says "to pass '--gpu' as a value, use '-- --gpu'",
+/// which would make the mistyped flag the job's command.
+fn refuse_arguments(e: clap::Error) -> ! {
+    if e.kind() != clap::error::ErrorKind::UnknownArgument {
+        e.exit()
+    }
+    let text = e.render().to_string();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !(l.contains("to pass '") && l.contains("as a value, use '--")))
+        .collect();
+    eprintln!("{}", kept.join("\n"));
+    std::process::exit(2)
 }
 
 /// `gpuq __supervise --job-dir DIR --attempt N [--log-max B --log-reserve B] -- ARGV…` (internal).

@@ -30,6 +30,8 @@ fn a_mistyped_flag_before_the_command_is_refused_not_queued() {
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "gpuq {args:?}: {err}");
         assert!(err.contains("unexpected argument"), "gpuq {args:?}: {err}");
+        // Clap's tip to pass it after `--` would queue the typo as the command.
+        assert!(!err.contains("as a value, use '--"), "gpuq {args:?}: {err}");
         if let Some(s) = suggestion {
             assert!(
                 err.contains(&format!("a similar argument exists: '{s}'")),
