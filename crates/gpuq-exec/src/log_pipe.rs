@@ -1,8 +1,10 @@
 //! An attempt's output through its supervisor: the job writes to a pipe, and a
 //! thread of the supervisor appends what it reads to the attempt's log, within
-//! limits. Beyond `max_bytes` the log keeps its first half as written and, of
-//! the rest, only the last half (in memory, written when the output ends)
-//! after a line saying how many bytes were dropped. While the log's disk has
+//! limits. Beyond `max_bytes` the log keeps its head as written and, of the
+//! rest, only the last `min(max_bytes / 2, TAIL_MAX)` bytes (in memory, written
+//! when the output ends) after a line saying how many bytes were dropped; the
+//! head is the rest of `max_bytes`. The tail is capped because it lives in the
+//! supervisor, outside the job's memory limits: one per running job. While the log's disk has
 //! less free space than `reserve_bytes`, output is dropped and counted, so a
 //! job cannot fill the disk the database lives on. The log stays append-only:
 //! `gpuq logs -f` follows it as before.
@@ -21,6 +23,10 @@ pub struct LogLimits {
     /// Free bytes kept on the log's filesystem.
     pub reserve_bytes: u64,
 }
+
+/// The most bytes of tail one attempt's supervisor holds in memory, whatever
+/// `max_bytes` is: 64 chatty jobs hold at most 256 MiB together.
+pub const TAIL_MAX: u64 = 4 << 20;
 
 /// How often free space is looked at while output flows.
 const SPACE_CHECK: Duration = Duration::from_millis(500);
@@ -83,7 +89,7 @@ struct Copier {
 
 impl Copier {
     fn new(log: File, limits: LogLimits) -> Self {
-        let tail_cap = (limits.max_bytes / 2) as usize;
+        let tail_cap = (limits.max_bytes / 2).min(TAIL_MAX) as usize;
         Self {
             log,
             limits,
@@ -189,7 +195,8 @@ impl Copier {
                 human(self.tail_cap as u64)
             );
             self.write(note.as_bytes());
-            self.tail = Some(std::collections::VecDeque::new());
+            // Room for the whole tail at once: it never grows past `tail_cap`.
+            self.tail = Some(std::collections::VecDeque::with_capacity(self.tail_cap));
         }
         let cap = self.tail_cap;
         let tail = self.tail.as_mut().expect("set above");
@@ -291,5 +298,41 @@ mod tests {
             "{text}"
         );
         assert!(text.len() < 2400, "{}", text.len());
+    }
+
+    #[test]
+    fn the_tail_in_memory_stays_bounded_whatever_the_limit() {
+        let limits = LogLimits {
+            max_bytes: 1 << 40,
+            reserve_bytes: 0,
+        };
+        let log = File::create("/dev/null").unwrap();
+        let mut c = Copier::new(log, limits);
+        assert_eq!(c.tail_cap as u64, TAIL_MAX);
+        // Past the head (1 TiB less the tail), 40 MiB more flow in odd chunks.
+        c.written = limits.max_bytes - TAIL_MAX;
+        let chunk = vec![b'x'; 65_521];
+        let mut sent = 0u64;
+        while sent < 40 << 20 {
+            c.take(&chunk);
+            sent += chunk.len() as u64;
+        }
+        let tail = c.tail.as_ref().unwrap();
+        assert_eq!(tail.len() as u64, TAIL_MAX);
+        assert!(
+            (tail.capacity() as u64) < 2 * TAIL_MAX,
+            "{}",
+            tail.capacity()
+        );
+        assert_eq!(c.cut, sent - TAIL_MAX);
+        // A small limit keeps its half as before.
+        let small = Copier::new(
+            File::create("/dev/null").unwrap(),
+            LogLimits {
+                max_bytes: 2000,
+                reserve_bytes: 0,
+            },
+        );
+        assert_eq!(small.tail_cap, 1000);
     }
 }
