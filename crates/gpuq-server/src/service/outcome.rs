@@ -248,21 +248,17 @@ fn requeued_by_the_job(e: &Ended<'_>) -> Outcome {
 
 /// A container job whose image is not on the node: podman refuses with exit
 /// 125 and "image not known" (jobs run with `--pull never`). Said in words, and
-/// not retried: a retry would meet the same missing image.
+/// not retried: a retry would meet the same missing image. The reason is built
+/// from the spec alone: everyone sees reasons, while the log that podman's
+/// words are read from is its owner's and the admins'.
 fn missing_image(e: &Ended<'_>) -> Option<String> {
     let image = e.spec.image.as_deref()?;
-    if e.record?.exit_code != Some(125) {
+    if e.record?.exit_code != Some(125) || !e.log_tail.contains("image not known") {
         return None;
     }
-    let said = e
-        .log_tail
-        .lines()
-        .rev()
-        .find(|l| l.contains("image not known"))?
-        .trim();
     Some(format!(
-        "image {image} is not on this node (podman exit 125: {said}). Not retried: pull it as the job's \
-         user (`podman pull {image}`: jobs run with --pull never), then `gpuq requeue`"
+        "image {image} is not on this node (podman exit 125: image not known). Not retried: pull it as \
+         the job's user (`podman pull {image}`: jobs run with --pull never), then `gpuq requeue`"
     ))
 }
 
@@ -377,6 +373,35 @@ mod tests {
             (out.next_state, out.reason.as_str()),
             (JobState::Failed, "exit 2 (after 3 retries)")
         );
+    }
+
+    #[test]
+    fn a_missing_image_reason_holds_the_image_name_and_none_of_the_log() {
+        let record = exit(125);
+        let spec = JobSpec {
+            image: Some("localhost/train:1".into()),
+            ..spec(2)
+        };
+        let log = "secret-token-123 Error: image not known: localhost/train:1 secret-token-123\n";
+        let out = classify(&Ended {
+            record: Some(&record),
+            stop: None,
+            spec: &spec,
+            failures: 0,
+            log_tail: log,
+            now: 1000,
+            began: true,
+            stalled_requeues: 0,
+            requeue: POLICY,
+        });
+        assert_eq!(out.next_state, JobState::Failed);
+        assert!(
+            out.reason
+                .starts_with("image localhost/train:1 is not on this node"),
+            "{}",
+            out.reason
+        );
+        assert!(!out.reason.contains("secret"), "{}", out.reason);
     }
 
     const POLICY: RequeuePolicy = RequeuePolicy {
