@@ -22,7 +22,7 @@
 //! log_max_size = "16M"          # $GPUQ_HOME/daemon.log is rotated to daemon.log.1 beyond this
 //!
 //! [output]                      # what jobs write (over a limit the excess is dropped and counted)
-//! log_max_size = "1G"           # an attempt's log keeps its first and last halves, and says what was cut
+//! log_max_size = "1G"           # an attempt's log keeps its head and last min(half, 4M), says what was cut
 //! disk_reserve = "1G"           # job logs and metrics stop when the data directory's disk has less free
 //!                               # [default: 5% of that disk, at most 1G]; the database keeps the rest
 //! metrics_rate = 1000           # points per second one job may log, sustained,
@@ -31,6 +31,8 @@
 //! metrics_user_burst = 100000   # with bursts of up to this many
 //! metrics_max_points = 5000000  # points per job (about 33 bytes each in the database)
 //! metrics_max_keys = 1000       # distinct metric names per job (and params, and tags)
+//! max_runs_per_user = 10000     # runs one user may create through the tracking API (jobs' own: not counted)
+//! artifact_max_size = "64G"     # the largest single artifact upload; uploads also stop at disk_reserve
 //!
 //! [users.alice]
 //! share = 2                     # twice bob's share of the GPUs

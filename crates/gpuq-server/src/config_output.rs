@@ -7,7 +7,8 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputConfig {
-    /// An attempt's log beyond this keeps its first and last halves.
+    /// An attempt's log beyond this keeps its head and its last
+    /// `min(half, log_pipe::TAIL_MAX)` bytes.
     #[serde(default = "default_log_max_size")]
     pub log_max_size: gpuq_core::MemSize,
     /// Free space kept on the data directory's disk for the database; `None`:
@@ -25,6 +26,13 @@ pub struct OutputConfig {
     pub metrics_max_points: u64,
     #[serde(default = "default_metrics_max_keys")]
     pub metrics_max_keys: u64,
+    /// Runs a user may create through the tracking API (their jobs' own runs
+    /// do not count; deleted ones do: they stay in the database).
+    #[serde(default = "default_max_runs_per_user")]
+    pub max_runs_per_user: u64,
+    /// The largest single artifact an upload may write.
+    #[serde(default = "default_artifact_max_size")]
+    pub artifact_max_size: gpuq_core::MemSize,
 }
 
 impl Default for OutputConfig {
@@ -38,6 +46,8 @@ impl Default for OutputConfig {
             metrics_user_burst: default_metrics_user_burst(),
             metrics_max_points: default_metrics_max_points(),
             metrics_max_keys: default_metrics_max_keys(),
+            max_runs_per_user: default_max_runs_per_user(),
+            artifact_max_size: default_artifact_max_size(),
         }
     }
 }
@@ -64,6 +74,16 @@ impl OutputConfig {
                     OutputConfig::default_of(key)
                 ));
             }
+        }
+        if self.max_runs_per_user == 0 {
+            return Err(format!(
+                "output.max_runs_per_user: 0 would refuse every run made through the API; give a number \
+                 of runs (the default is {})",
+                default_max_runs_per_user()
+            ));
+        }
+        if self.artifact_max_size.mib() == 0 {
+            return Err("output.artifact_max_size: give at least 1M (the default is 64G)".into());
         }
         if self.log_max_size.mib() == 0 {
             return Err("output.log_max_size: give at least 1M (the default is 1G)".into());
@@ -102,6 +122,12 @@ fn default_metrics_max_points() -> u64 {
 fn default_metrics_max_keys() -> u64 {
     1000
 }
+fn default_max_runs_per_user() -> u64 {
+    10_000
+}
+fn default_artifact_max_size() -> gpuq_core::MemSize {
+    "64G".parse().expect("a size")
+}
 
 #[cfg(test)]
 mod tests {
@@ -127,6 +153,13 @@ mod tests {
         );
         let e = Config::parse("[output]\nmetrics_rate = -5\n").unwrap_err();
         assert!(e.contains("metrics_rate"), "{e}");
+        assert_eq!(c.output.max_runs_per_user, 10_000);
+        assert_eq!(c.output.artifact_max_size.mib(), 64 << 10);
+        let e = Config::parse("[output]\nmax_runs_per_user = 0\n").unwrap_err();
+        assert!(
+            e.contains("output.max_runs_per_user") && e.contains("10000"),
+            "{e}"
+        );
         let e = Config::parse("[output]\nlog_max = \"1G\"\n").unwrap_err();
         assert!(e.contains("log_max"), "{e}");
     }

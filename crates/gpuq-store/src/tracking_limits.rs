@@ -76,6 +76,17 @@ pub struct Dropped {
 }
 
 impl Tracking {
+    /// Runs `user` made through the API (not a job's own run), deleted ones too:
+    /// the per-user cap on runs counts what the database holds.
+    pub fn api_runs_of(&self, user: &str) -> TrackingResult<u64> {
+        let n: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM runs WHERE user = ?1 AND job_id IS NULL",
+            [user],
+            |r| r.get(0),
+        )?;
+        Ok(n as u64)
+    }
+
     /// `log_batch` under `caps`, also recording `earlier` (points the caller
     /// already dropped for this run). Params and tags are written as before.
     pub fn log_batch_capped(

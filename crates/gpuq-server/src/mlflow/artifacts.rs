@@ -25,8 +25,8 @@ use gpuq_store::tracking::RunRow;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 
-/// Largest single artifact accepted (a checkpoint fits; a runaway upload does not).
-pub const MAX_ARTIFACT: usize = 64 * 1024 * 1024 * 1024;
+/// How often (in bytes written) an upload looks at the disk's free space again.
+const RESERVE_CHECK: u64 = 16 << 20;
 const MAX_DEPTH: usize = 32;
 const MAX_LISTED: usize = 10_000;
 const CHUNK: usize = 256 * 1024;
@@ -164,6 +164,11 @@ pub async fn upload(
         ));
     };
     let what = format!("artifact {}", t.parts.join("/"));
+    // The daemon may write as root, into blocks kept for root: the reserve is
+    // looked at before and while the upload is written.
+    super::check_reserve(&ctx, &what, 0)?;
+    let max = ctx.service.output_config().artifact_max_size;
+    let max_bytes = max.mib().saturating_mul(1 << 20);
     let (root, owner) = root(&ctx, &t.run, true).map_err(|e| io(e, &what))?;
     let dir = parent(root, &t.parts, true, owner).map_err(|e| io(e, &what))?;
     let tmp = format!(".{name}.upload-{}", super::new_run_id()?);
@@ -171,21 +176,26 @@ pub async fn upload(
         .create_new(&tmp, Some(owner))
         .map_err(|e| io(e, &what))?;
     let mut stream = body.into_data_stream();
-    let mut written = 0usize;
+    let mut written = 0u64;
+    let mut checked = 0u64;
     let result: MlflowResult<()> = async {
         while let Some(chunk) = stream.next().await {
             let chunk = chunk
                 .map_err(|e| MlflowError::invalid(format!("{what}: the upload broke off: {e}")))?;
-            written += chunk.len();
-            if written > MAX_ARTIFACT {
+            written += chunk.len() as u64;
+            if written > max_bytes {
                 return Err(MlflowError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "INVALID_PARAMETER_VALUE",
                     format!(
-                        "{what} is larger than {} GiB, the most one artifact may be",
-                        MAX_ARTIFACT >> 30
+                        "{what} is larger than {max}, the most one artifact may be ([output] \
+                         artifact_max_size in gpuq.toml)"
                     ),
                 ));
+            }
+            if written - checked >= RESERVE_CHECK {
+                checked = written;
+                super::check_reserve(&ctx, &what, RESERVE_CHECK)?;
             }
             tokio::task::block_in_place(|| file.write_all(&chunk)).map_err(|e| io(e, &what))?;
         }

@@ -89,9 +89,8 @@ pub fn router() -> Router<AppState> {
                 get(artifacts::download)
                     .put(artifacts::upload)
                     .delete(artifacts::remove)
-                    .layer(axum::extract::DefaultBodyLimit::max(
-                        artifacts::MAX_ARTIFACT,
-                    )),
+                    // The upload counts its bytes against [output] artifact_max_size.
+                    .layer(axum::extract::DefaultBodyLimit::disable()),
             );
     }
     r
@@ -195,6 +194,22 @@ impl From<crate::service::ServiceError> for MlflowError {
 }
 
 pub type MlflowResult<T> = Result<T, MlflowError>;
+
+/// Refuses a write of `more` bytes (`what`) that would take the data
+/// directory's disk below the space kept for the database: 507, as a full disk.
+pub fn check_reserve(ctx: &AppState, what: &str, more: u64) -> MlflowResult<()> {
+    if ctx.service.would_breach_reserve(more) {
+        return Err(MlflowError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "INTERNAL_ERROR",
+            format!(
+                "{what}: refused, the disk holding the gpuq database is down to the space kept for it \
+                 ([output] disk_reserve in gpuq.toml); free space, then try again"
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// A JSON body in MLflow's request shape; unknown fields are ignored, as MLflow does.
 pub fn body<T: DeserializeOwned>(bytes: &[u8]) -> MlflowResult<T> {

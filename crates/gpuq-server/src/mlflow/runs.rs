@@ -78,6 +78,22 @@ pub async fn create(
         .collect();
     check_reserved(&ctx, &caller, &tags)?;
     scope::may_create(&ctx, &caller, &tags)?;
+    super::check_reserve(&ctx, "creating a run", 0)?;
+    // Each run has its own caps on points and keys: the number of runs is capped too.
+    let max = ctx.service.output_config().max_runs_per_user;
+    let held = ctx.service.with_tracking(|t| t.api_runs_of(&caller.user))?;
+    if held >= max {
+        return Err(MlflowError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "RESOURCE_LIMIT_EXCEEDED",
+            format!(
+                "{} already has {held} runs made through the API, the most [output] max_runs_per_user \
+                 in gpuq.toml allows (deleted runs count: they stay in the database); ask an admin to \
+                 raise it",
+                caller.user
+            ),
+        ));
+    }
     let name = req.run_name.filter(|n| !n.is_empty()).or_else(|| {
         tags.iter()
             .find(|(k, _)| k == "mlflow.runName")
@@ -427,6 +443,15 @@ fn write(ctx: &AppState, caller: &Writer, id: &str, batch: &Batch) -> MlflowResu
         .service
         .admit_metrics(id, &caller.user, batch.metrics.len());
     batch.metrics.truncate(admitted);
+    // Params and tags go to the same disk: at the reserve they are dropped and
+    // counted with the points, never refused, for the same reason.
+    let keyed = batch.params.len() + batch.tags.len();
+    if keyed > 0 && ctx.service.disk_low() {
+        ctx.service
+            .count_dropped(id, gpuq_store::tracking::DropReason::Disk, keyed as u64);
+        batch.params.clear();
+        batch.tags.clear();
+    }
     if batch.metrics.is_empty() && batch.params.is_empty() && batch.tags.is_empty() {
         return Ok(Json(json!({})));
     }

@@ -194,6 +194,19 @@ impl Service {
         w.low
     }
 
+    /// `[output]` of gpuq.toml.
+    pub fn output_config(&self) -> &crate::config::OutputConfig {
+        &self.config.output
+    }
+
+    /// True if writing `more` bytes now would take the data directory's disk
+    /// below its reserve (looked at now, not cached: for a long upload).
+    pub fn would_breach_reserve(&self, more: u64) -> bool {
+        disk_space(&self.home).is_some_and(|(free, total)| {
+            free < self.config.output.reserve_bytes(total).saturating_add(more)
+        })
+    }
+
     /// Which of `n` points of `run` (of `user`) may be written now: `(admitted,
     /// drops to record with the write)`. Over the rate or on a disk at its
     /// reserve the excess is counted, not stored.
