@@ -375,3 +375,76 @@ fn the_server_started_as_the_readme_says_keeps_the_shell_quiet_and_writes_its_lo
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("sim:many"), "{}", stderr(&out));
 }
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+fn make_readable(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+#[test]
+fn daemon_log_stays_private_and_is_never_opened_through_a_link() {
+    // An autostart where an older gpuq left a readable log: private again.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("gpuq.toml"), as_tests_config("")).unwrap();
+    let log = home.path().join("daemon.log");
+    std::fs::write(&log, "from before\n").unwrap();
+    make_readable(&log);
+    {
+        let _stop = StopOnDrop(home.path().to_path_buf());
+        let ls = autostarting(home.path(), &["ls"]);
+        assert!(ls.status.success(), "{}", stderr(&ls));
+        assert_eq!(mode(&log), 0o600, "after an autostart");
+        assert!(std::fs::read_to_string(&log)
+            .unwrap()
+            .starts_with("from before\n"));
+    }
+    assert!(eventually(Duration::from_secs(20), || !home
+        .path()
+        .join("daemon.json")
+        .exists()));
+
+    // `gpuq server` as the README starts it, on a readable log: private too.
+    make_readable(&log);
+    let _stop = StopOnDrop(home.path().to_path_buf());
+    let mut server = Command::new(GPUQ)
+        .args(["server", "--listen", "127.0.0.1:0", "--gpus", "sim:1"])
+        .env("GPUQ_HOME", home.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(30), || home
+        .path()
+        .join("daemon.json")
+        .exists()));
+    assert_eq!(mode(&log), 0o600, "after gpuq server");
+    let stop = autostarting(home.path(), &["server", "stop"]);
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let _ = server.wait();
+
+    // A link planted at daemon.log: the autostart refuses it, the file it
+    // points at is neither written nor made private nor readable.
+    let planted = tempfile::tempdir().unwrap();
+    std::fs::write(planted.path().join("gpuq.toml"), as_tests_config("")).unwrap();
+    let _stop_planted = StopOnDrop(planted.path().to_path_buf());
+    let target = planted.path().join("someone-elses.txt");
+    std::fs::write(&target, "theirs\n").unwrap();
+    make_readable(&target);
+    std::os::unix::fs::symlink(&target, planted.path().join("daemon.log")).unwrap();
+    let ls = autostarting(planted.path(), &["ls"]);
+    assert!(!ls.status.success(), "started through the link");
+    assert!(stderr(&ls).contains("daemon.log"), "{}", stderr(&ls));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs\n");
+    assert_eq!(mode(&target), 0o644);
+    assert!(!planted.path().join("daemon.json").exists());
+}

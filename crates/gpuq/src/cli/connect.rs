@@ -107,10 +107,8 @@ fn start_daemon(home: &std::path::Path) -> Result<u32, CliError> {
     std::fs::create_dir_all(home)
         .map_err(|e| CliError::failure(format!("cannot create {}: {e}", home.display())))?;
     let log_path = home::daemon_log(home);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
+    // Private and never through a link, as the daemon itself opens it.
+    let log = super::daemon_log::open_append(&log_path)
         .map_err(|e| CliError::failure(format!("cannot open {}: {e}", log_path.display())))?;
     let log_err = log
         .try_clone()

@@ -50,14 +50,21 @@ impl LogFile {
     }
 }
 
-/// Appends, creates it private (the log names users, jobs and paths), never through a link.
-fn open_append(path: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
+/// Appends, never through a link, and keeps it private (the log names users,
+/// jobs and paths): one made readable by an older gpuq or by hand is made
+/// private again, not only a new one.
+pub(crate) fn open_append(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::PermissionsExt;
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
+        .open(path)?;
+    if file.metadata()?.permissions().mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
 }
 
 pub struct LogWriter<'a>(&'a LogFile);
