@@ -66,7 +66,10 @@ pub async fn attach(
     if session.kind != SessionKind::Shell {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            format!("job {id} is a notebook: open it at /sessions/{id}/lab"),
+            format!(
+                "job {id} is a notebook, not a shell: open it with `gpuq notebook {id}` or from the \
+                 dashboard's Sessions page"
+            ),
         ));
     }
     let socket = gpuq_exec::JobDir::new(ctx.service.home(), id).terminal_socket(session.attempt);
