@@ -34,9 +34,11 @@ pub async fn authenticate(
     let presented = bearer(req.headers()).to_string();
     if presented.is_empty() {
         if let Some(caller) = crate::web::browser_caller(&ctx, req.headers())? {
+            if let Err(why) = crate::listen::authenticated(&req, &caller) {
+                return Ok(too_many(&req, why));
+            }
             req.extensions_mut().insert(caller);
             req.extensions_mut().insert(Credential::Browser);
-            crate::listen::authenticated(&req);
             return Ok(next.run(req).await);
         }
     }
@@ -74,10 +76,30 @@ pub async fn authenticate(
              $GPUQ_HOME/token; `gpuq token create --user NAME` makes one per user)",
         ));
     };
+    // Its connection is no longer one of the unauthenticated few, and counts
+    // against its user (see `listen.rs`).
+    if let Err(why) = crate::listen::authenticated(&req, &caller) {
+        return Ok(too_many(&req, why));
+    }
     req.extensions_mut().insert(caller);
-    // Its connection is no longer one of the unauthenticated few (see `listen.rs`).
-    crate::listen::authenticated(&req);
     Ok(next.run(req).await)
+}
+
+/// `503` for a caller who holds too many TCP connections; this one is closed
+/// after the answer (it is not counted, so it must not stay).
+pub(crate) fn too_many(req: &Request, why: String) -> Response {
+    use axum::response::IntoResponse;
+    let err = if crate::mlflow::is_mlflow_path(req.uri().path()) {
+        ApiError::mlflow(StatusCode::SERVICE_UNAVAILABLE, why)
+    } else {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why)
+    };
+    let mut resp = err.into_response();
+    resp.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    resp
 }
 
 /// Who a presented bearer token is: the daemon's own, a job's or a user's.

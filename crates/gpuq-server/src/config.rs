@@ -89,6 +89,7 @@
 //! max_unauthenticated = 1024     # TCP connections yet to send an authenticated request: past
 //! max_unauthenticated_per_address = 256  # either bound, the oldest of them is closed
 //! max_per_user = 64              # unix socket connections per account (root's and the daemon's: no cap)
+//! max_tcp_per_user = 256         # authenticated TCP connections per user (the daemon token's: no cap)
 //! header_timeout = "10s"         # a request's headers (or an idle keep-alive's next) within this
 //!
 //! [envs]                         # cached Python environments (`python:` in a spec)
@@ -554,6 +555,9 @@ pub struct ConnectionsConfig {
     /// Socket connections one account (not root, not the daemon's) holds at once.
     #[serde(default = "default_max_per_user")]
     pub max_per_user: usize,
+    /// Authenticated TCP connections one user (not the daemon's owner) holds at once.
+    #[serde(default = "default_max_tcp_per_user")]
+    pub max_tcp_per_user: usize,
     /// Time a client has to send a request's headers (idle keep-alive included).
     #[serde(default = "default_header_timeout")]
     pub header_timeout: DurationSpec,
@@ -566,6 +570,7 @@ impl Default for ConnectionsConfig {
             max_unauthenticated: default_max_unauthenticated(),
             max_unauthenticated_per_address: default_max_unauthenticated_per_address(),
             max_per_user: default_max_per_user(),
+            max_tcp_per_user: default_max_tcp_per_user(),
             header_timeout: default_header_timeout(),
         }
     }
@@ -586,6 +591,11 @@ impl ConnectionsConfig {
                 default_max_unauthenticated_per_address(),
             ),
             ("max_per_user", self.max_per_user, default_max_per_user()),
+            (
+                "max_tcp_per_user",
+                self.max_tcp_per_user,
+                default_max_tcp_per_user(),
+            ),
         ] {
             if v == 0 {
                 return Err(format!(
@@ -614,6 +624,9 @@ fn default_max_unauthenticated_per_address() -> usize {
 }
 fn default_max_per_user() -> usize {
     64
+}
+fn default_max_tcp_per_user() -> usize {
+    256
 }
 fn default_header_timeout() -> DurationSpec {
     DurationSpec::from_secs(10)

@@ -367,7 +367,8 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         ))
     };
     tracing::info!("{}", backend.info().summary);
-    let limits = opts.config.connections.clone();
+    let mut limits = opts.config.connections.clone();
+    listen::fit_descriptor_limit(&mut limits);
     let alert_out = notify::spawn(opts.config.alerts.webhooks.clone(), node.clone());
     let interval = opts.config.telemetry.interval.as_std();
     let service = Service::new(

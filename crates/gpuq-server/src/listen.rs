@@ -9,12 +9,17 @@
 //! (`max_unauthenticated`, and `max_unauthenticated_per_address` from one
 //! address): past either bound the oldest such connection is closed to make
 //! room. A flood of half-sent requests thus only pushes out its own, while a
-//! real client's request, sent as soon as it connects, is answered. All TCP
-//! connections together stay under `max_tcp`; one over it is closed at once.
+//! real client's request, sent as soon as it connects, is answered. Once
+//! authenticated, a connection counts against its user (not the daemon's
+//! owner): at most `max_tcp_per_user` each, so that one token's streams
+//! (`gpuq events`, `gpuq logs -f`) cannot take every TCP connection from the
+//! dashboard and the jobs' MLflow clients. All TCP connections together stay
+//! under `max_tcp` (itself kept under the descriptor limit); one over it is
+//! closed at once.
 //! On both listeners a request's headers must arrive within `header_timeout`.
 
 use crate::config::ConnectionsConfig;
-use crate::identity::{self, Identity};
+use crate::identity::{self, Caller, Identity};
 use axum::extract::Request;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -24,7 +29,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -131,19 +136,33 @@ fn peer_gone(fd: RawFd) -> bool {
 struct SocketEntry {
     fd: RawFd,
     gone: Notify,
+    /// Handed to a terminal or WebSocket relay: its task no longer holds it,
+    /// so `gone` would end nothing (the relay ends it, when it is done).
+    upgraded: AtomicBool,
 }
 
 /// One account's open socket connections, by id.
 type UidConnections = BTreeMap<u64, Arc<SocketEntry>>;
 
-/// Open socket connections per uid. A connection counts until its descriptor
-/// closes; and when an account is at its cap, those whose client has already
-/// gone (while their task has not yet noticed: a busy daemon, a request in
-/// flight) are let go first, so that only connections really open count.
+/// Open socket connections per uid. A connection counts exactly as long as
+/// its descriptor is open (its slot goes with it). When an account is at its
+/// cap, the tasks of those whose client has already gone (while the task has
+/// not yet noticed: a busy daemon, a request in flight) are told to end, and
+/// the newcomer waits briefly for them to close instead of being refused.
 #[derive(Clone, Default)]
 struct OpenConnections {
     by_uid: Arc<Mutex<HashMap<u32, UidConnections>>>,
     next_id: Arc<AtomicU64>,
+    /// Woken whenever a slot is given back.
+    freed: Arc<Notify>,
+}
+
+/// What `OpenConnections::take` found.
+enum Take {
+    Slot(ConnectionSlot, Arc<SocketEntry>),
+    /// At the cap, but some of them are closing (their clients are gone).
+    Closing,
+    Full,
 }
 
 struct ConnectionSlot {
@@ -153,30 +172,26 @@ struct ConnectionSlot {
 }
 
 impl OpenConnections {
-    fn take(
-        &self,
-        uid: u32,
-        fd: RawFd,
-        limit: usize,
-    ) -> Option<(ConnectionSlot, Arc<SocketEntry>)> {
+    fn take(&self, uid: u32, fd: RawFd, limit: usize) -> Take {
         let mut by_uid = self.by_uid.lock().unwrap_or_else(|e| e.into_inner());
         let open = by_uid.entry(uid).or_default();
         if open.len() >= limit {
-            open.retain(|_, e| {
-                let gone = peer_gone(e.fd);
-                if gone {
+            // Each still counts until its task has closed it: a relay keeps a
+            // half-closed (shut down for writing) upgraded connection open.
+            let mut closing = false;
+            for e in open.values() {
+                if !e.upgraded.load(Ordering::Relaxed) && peer_gone(e.fd) {
                     e.gone.notify_one();
+                    closing = true;
                 }
-                !gone
-            });
-        }
-        if open.len() >= limit {
-            return None;
+            }
+            return if closing { Take::Closing } else { Take::Full };
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let entry = Arc::new(SocketEntry {
             fd,
             gone: Notify::new(),
+            upgraded: AtomicBool::new(false),
         });
         open.insert(id, Arc::clone(&entry));
         let slot = ConnectionSlot {
@@ -184,7 +199,32 @@ impl OpenConnections {
             uid,
             id,
         };
-        Some((slot, entry))
+        Take::Slot(slot, entry)
+    }
+
+    /// A slot once those closing have closed, waiting at most `wait`.
+    async fn take_within(
+        &self,
+        uid: u32,
+        fd: RawFd,
+        limit: usize,
+        wait: Duration,
+    ) -> Option<(ConnectionSlot, Arc<SocketEntry>)> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Listening before looking: a slot given back in between still wakes us.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.take(uid, fd, limit) {
+                Take::Slot(slot, entry) => return Some((slot, entry)),
+                Take::Full => return None,
+                Take::Closing => {}
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return None;
+            }
+        }
     }
 
     #[cfg(test)]
@@ -203,6 +243,8 @@ impl Drop for ConnectionSlot {
                 by_uid.remove(&self.uid);
             }
         }
+        drop(by_uid);
+        self.open.freed.notify_waiters();
     }
 }
 
@@ -215,6 +257,8 @@ pub async fn serve_socket(
 ) {
     let open = OpenConnections::default();
     let refusing = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    // Newcomers waiting for a closing connection's slot, a few at once.
+    let waiting = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -233,35 +277,68 @@ pub async fn serve_socket(
         } else {
             limits.max_per_user
         };
-        let Some((slot, entry)) = open.take(uid, stream.as_raw_fd(), limit) else {
-            let message = format!(
+        let message = move || {
+            format!(
                 "{} already has {} connections open to this daemon, the most one account may \
                  ([connections] max_per_user in gpuq.toml); close some (gpuq logs -f, gpuq events, \
-                 gpuq top) and try again",
+                 gpuq top, gpuq shell --attach) and try again",
                 identity::user_name(uid),
                 limits.max_per_user
-            );
-            refuse(stream, &message, &refusing);
-            continue;
+            )
         };
-        let caller = identity.peer(uid);
-        let service = hyper_util::service::TowerToHyperService::new(
-            app.clone().layer(axum::Extension(caller)),
-        );
-        let builder = http1(&limits);
-        let io = TokioIo::new(Counted {
-            _slot: slot,
-            stream,
-        });
-        tokio::spawn(async move {
-            // Upgrades: a shell's terminal and a notebook's WebSockets.
-            let conn = builder.serve_connection(io, service).with_upgrades();
-            tokio::select! {
-                _ = conn => {}
-                _ = entry.gone.notified() => {}
+        let serve = {
+            let (app, identity, limits) = (app.clone(), Arc::clone(&identity), limits.clone());
+            move |stream, slot, entry| {
+                serve_socket_connection(stream, slot, entry, app, identity.peer(uid), &limits)
             }
-        });
+        };
+        match open.take(uid, stream.as_raw_fd(), limit) {
+            Take::Slot(slot, entry) => serve(stream, slot, entry),
+            Take::Full => refuse(stream, &message(), &refusing),
+            Take::Closing => {
+                let Ok(permit) = waiting.clone().try_acquire_owned() else {
+                    refuse(stream, &message(), &refusing);
+                    continue;
+                };
+                let (open, refusing) = (open.clone(), Arc::clone(&refusing));
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let wait = Duration::from_secs(2);
+                    match open.take_within(uid, stream.as_raw_fd(), limit, wait).await {
+                        Some((slot, entry)) => serve(stream, slot, entry),
+                        None => refuse(stream, &message(), &refusing),
+                    }
+                });
+            }
+        }
     }
+}
+
+/// Serves one socket connection as `caller`, holding `slot` for as long as its
+/// descriptor is open, upgraded or not.
+fn serve_socket_connection(
+    stream: tokio::net::UnixStream,
+    slot: ConnectionSlot,
+    entry: Arc<SocketEntry>,
+    app: Router,
+    caller: Caller,
+    limits: &ConnectionsConfig,
+) {
+    let service = hyper_util::service::TowerToHyperService::new(app.layer(axum::Extension(caller)));
+    let builder = http1(limits);
+    let io = TokioIo::new(Counted {
+        _slot: slot,
+        stream,
+    });
+    tokio::spawn(async move {
+        // Upgrades: a shell's terminal and a notebook's WebSockets.
+        let conn = builder.serve_connection(io, service).with_upgrades();
+        tokio::select! {
+            // Ended, or handed to an upgrade's relay (the slot goes with it).
+            _ = conn => entry.upgraded.store(true, Ordering::Relaxed),
+            _ = entry.gone.notified() => {}
+        }
+    });
 }
 
 /// A TCP connection, in its requests' extensions: the auth marks it once a
@@ -275,16 +352,44 @@ struct Entry {
     ip: IpAddr,
     tcp: Tcp,
     authenticated: AtomicBool,
+    /// The user whose share it counts against, once authenticated (none for
+    /// the daemon's owner, who has no cap, as on the socket).
+    user: OnceLock<String>,
     /// A request's headers arrived: a client that means it, most likely.
     started: AtomicBool,
     evicted: Notify,
 }
 
 impl TcpConnection {
-    fn authenticated(&self) {
-        if !self.0.authenticated.swap(true, Ordering::Relaxed) {
-            self.0.tcp.state().forget(self.0.id, self.0.ip);
+    /// Counts the connection as `caller`'s from its first authenticated
+    /// request on; `Err` (what to tell the client) when `caller` already holds
+    /// `max_tcp_per_user` connections: it stays unauthenticated, to be closed.
+    fn authenticated(&self, caller: &Caller) -> Result<(), String> {
+        let e = &self.0;
+        let max = e.tcp.limits.max_tcp_per_user;
+        let mut state = e.tcp.state();
+        if e.authenticated.load(Ordering::Relaxed) {
+            return Ok(());
         }
+        if !caller.owner {
+            let held = state.per_user.entry(caller.user.clone()).or_insert(0);
+            if *held >= max {
+                if *held == 0 {
+                    state.per_user.remove(&caller.user);
+                }
+                return Err(format!(
+                    "{} already has {max} TCP connections open to this daemon, the most one user \
+                     may ([connections] max_tcp_per_user in gpuq.toml); close some (gpuq logs -f, \
+                     gpuq events, gpuq top, dashboard tabs) and try again",
+                    caller.user
+                ));
+            }
+            *held += 1;
+            let _ = e.user.set(caller.user.clone());
+        }
+        e.authenticated.store(true, Ordering::Relaxed);
+        state.forget(e.id, e.ip);
+        Ok(())
     }
 }
 
@@ -296,10 +401,41 @@ async fn started(req: Request, next: axum::middleware::Next) -> axum::response::
     next.run(req).await
 }
 
-/// Marks the request's TCP connection as one that proved who sent it.
-pub fn authenticated(req: &Request) {
-    if let Some(c) = req.extensions().get::<TcpConnection>() {
-        c.authenticated();
+/// Marks the request's TCP connection as one that proved it is `caller`'s;
+/// `Err` (a message naming the limit) when `caller` holds too many already.
+pub fn authenticated(req: &Request, caller: &Caller) -> Result<(), String> {
+    match req.extensions().get::<TcpConnection>() {
+        Some(c) => c.authenticated(caller),
+        None => Ok(()),
+    }
+}
+
+/// Keeps `max_tcp` under the descriptor limit, with room for everything else
+/// the daemon holds (the socket's connections, job records, log streams, the
+/// database): past the limit `accept` fails for everyone instead of the
+/// newest client getting its 503.
+pub fn fit_descriptor_limit(limits: &mut ConnectionsConfig) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit on our own process with a struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return;
+    }
+    let nofile = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
+    let reserve = (nofile / 4).max(256);
+    let room = nofile.saturating_sub(reserve).max(16);
+    if limits.max_tcp > room {
+        tracing::warn!(
+            "[connections] max_tcp {} lowered to {room}: the daemon may open {nofile} descriptors \
+             (RLIMIT_NOFILE) and keeps {reserve} for jobs, logs and the socket; raise the limit \
+             (LimitNOFILE= in a systemd unit, ulimit -n) for more",
+            limits.max_tcp
+        );
+        limits.max_tcp = room;
     }
 }
 
@@ -317,6 +453,8 @@ struct TcpState {
     /// Not yet authenticated, oldest first (ids grow).
     waiting: BTreeMap<u64, (IpAddr, Arc<Entry>)>,
     waiting_from: HashMap<IpAddr, usize>,
+    /// Authenticated connections by user (the owner's are not counted).
+    per_user: HashMap<String, usize>,
 }
 
 impl TcpState {
@@ -361,6 +499,14 @@ impl Drop for TcpSlot {
         let mut state = entry.tcp.state();
         state.forget(entry.id, entry.ip);
         state.open -= 1;
+        if let Some(user) = entry.user.get() {
+            if let Some(n) = state.per_user.get_mut(user) {
+                *n -= 1;
+                if *n == 0 {
+                    state.per_user.remove(user);
+                }
+            }
+        }
     }
 }
 
@@ -387,6 +533,7 @@ impl Tcp {
             ip,
             tcp: self.clone(),
             authenticated: AtomicBool::new(false),
+            user: OnceLock::new(),
             started: AtomicBool::new(false),
             evicted: Notify::new(),
         });
@@ -497,6 +644,48 @@ mod tests {
         }
     }
 
+    fn user(name: &str) -> Caller {
+        Caller {
+            user: name.into(),
+            admin: false,
+            owner: false,
+        }
+    }
+
+    #[test]
+    fn one_user_holds_at_most_max_tcp_per_user_authenticated_connections() {
+        let mut t = tcp(100, 100, 100);
+        Arc::get_mut(&mut t.limits).unwrap().max_tcp_per_user = 2;
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let bob: Vec<_> = (0..3).map(|_| t.admit(ip).unwrap()).collect();
+        bob[0].0.authenticated(&user("bob")).unwrap();
+        bob[1].0.authenticated(&user("bob")).unwrap();
+        // Another request on a counted connection is not counted again.
+        bob[1].0.authenticated(&user("bob")).unwrap();
+        let e = bob[2].0.authenticated(&user("bob")).unwrap_err();
+        assert!(e.contains("bob") && e.contains("max_tcp_per_user"), "{e}");
+        // The refused one stays among the unauthenticated, to be closed.
+        assert!(t.state().waiting.contains_key(&bob[2].0 .0.id));
+        // Others have their own share, and the owner none.
+        let carol = t.admit(ip).unwrap();
+        carol.0.authenticated(&user("carol")).unwrap();
+        let owner = Caller {
+            owner: true,
+            ..user("alice")
+        };
+        let mine: Vec<_> = (0..5).map(|_| t.admit(ip).unwrap()).collect();
+        for m in &mine {
+            m.0.authenticated(&owner).unwrap();
+        }
+        // A closed connection gives its user's slot back.
+        let mut bob = bob;
+        bob.remove(0);
+        let again = t.admit(ip).unwrap();
+        again.0.authenticated(&user("bob")).unwrap();
+        drop((bob, again, carol, mine));
+        assert!(t.state().per_user.is_empty());
+    }
+
     fn evicted(slot: &TcpSlot) -> bool {
         let state = slot.0 .0.tcp.state();
         !state.waiting.contains_key(&slot.0 .0.id)
@@ -518,7 +707,7 @@ mod tests {
         let b2 = t.admit(b).unwrap();
         assert!(evicted(&a2) && !evicted(&a3) && !evicted(&b1) && !evicted(&b2));
         // An authenticated connection is never pushed out, nor counted.
-        b1.0.authenticated();
+        b1.0.authenticated(&user("bob")).unwrap();
         let _b3 = t.admit(b).unwrap();
         let _b4 = t.admit(b).unwrap();
         assert!(!evicted(&b1) && evicted(&b2));
@@ -532,37 +721,59 @@ mod tests {
         );
     }
 
+    fn slot(t: Take) -> (ConnectionSlot, Arc<SocketEntry>) {
+        match t {
+            Take::Slot(slot, entry) => (slot, entry),
+            Take::Closing => panic!("closing"),
+            Take::Full => panic!("full"),
+        }
+    }
+
     #[tokio::test]
-    async fn a_socket_connection_counts_until_its_client_is_gone() {
+    async fn a_socket_connection_counts_until_its_descriptor_closes() {
         let open = OpenConnections::default();
         let pairs: Vec<_> = (0..3)
             .map(|_| std::os::unix::net::UnixStream::pair().unwrap())
             .collect();
         let mut slots: Vec<_> = pairs
             .iter()
-            .map(|(ours, _)| open.take(7, ours.as_raw_fd(), 3).unwrap())
+            .map(|(ours, _)| slot(open.take(7, ours.as_raw_fd(), 3)))
             .collect();
         assert_eq!(open.count(7), 3);
         // At the cap while every client is there: refused.
         let (extra, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-        assert!(open.take(7, extra.as_raw_fd(), 3).is_none());
-        // One client closed its end; its task has not noticed yet. It no longer
-        // counts, and its task is told to end.
+        assert!(matches!(open.take(7, extra.as_raw_fd(), 3), Take::Full));
+        // One client shut down its end; its task has not noticed yet. It is
+        // told to end, and still counts until it has.
         let (_, theirs) = &pairs[1];
-        theirs.shutdown(std::net::Shutdown::Both).unwrap();
-        let (slot, _) = open.take(7, extra.as_raw_fd(), 3).expect("room again");
+        theirs.shutdown(std::net::Shutdown::Write).unwrap();
+        let fd = extra.as_raw_fd();
+        assert!(matches!(open.take(7, fd, 3), Take::Closing));
         let gone = Arc::clone(&slots[1].1);
         let told = tokio::time::timeout(Duration::from_secs(5), gone.gone.notified()).await;
         assert!(told.is_ok(), "the gone client's task is told");
         assert_eq!(open.count(7), 3);
-        // Slots are given back when their connections end, the reaped one too.
+        // A newcomer waiting gets the slot as soon as that one closes.
+        let waiting = {
+            let open = open.clone();
+            tokio::spawn(async move { open.take_within(7, fd, 3, Duration::from_secs(30)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
         slots.remove(1);
+        let (late, _) = waiting.await.unwrap().expect("room once it closed");
         assert_eq!(open.count(7), 3);
+        // An upgraded connection (a relay holds it) half-closed by its client
+        // counts while the relay keeps it open: the newcomer is refused.
+        slots[0].1.upgraded.store(true, Ordering::Relaxed);
+        pairs[0].1.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(matches!(open.take(7, fd, 3), Take::Full));
+        let quick = open.take_within(7, fd, 3, Duration::from_millis(100)).await;
+        assert!(quick.is_none());
         drop(slots);
-        drop(slot);
+        drop(late);
         assert_eq!(open.count(7), 0);
         // Other accounts have their own count.
-        assert!(open.take(8, extra.as_raw_fd(), 1).is_some());
+        assert!(matches!(open.take(8, fd, 1), Take::Slot(..)));
     }
 
     #[test]

@@ -276,3 +276,119 @@ fn one_users_many_well_behaved_clients_on_the_socket_are_all_served() {
     }
     d.ok(&["cancel", &job.to_string()]);
 }
+
+/// Opens `GET /v1/events` with `token` and reads its answer's head: a
+/// long-lived stream on success, else the whole (closed) answer.
+fn open_events(addr: &str, token: &str) -> (TcpStream, String) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    let req =
+        format!("GET /v1/events HTTP/1.1\r\nHost: gpuq\r\nAuthorization: Bearer {token}\r\n\r\n");
+    c.write_all(req.as_bytes()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    (c, String::from_utf8_lossy(&head).into_owned())
+}
+
+#[test]
+fn one_users_event_streams_over_tcp_leave_the_others_served() {
+    const CAP: usize = 6;
+    let d = Daemon::start_with_config(
+        "sim:1",
+        &format!("single_user = true\n[connections]\nmax_tcp_per_user = {CAP}\n"),
+    );
+    let addr = d.url.strip_prefix("http://").unwrap().to_string();
+    let token = |user: &str| {
+        d.ok(&["token", "create", "--user", user])
+            .trim()
+            .to_string()
+    };
+    let (bob, carol) = (token("bob"), token("carol"));
+    let ls_as = |token: &str| {
+        let mut c = d.cmd(&["ls"]);
+        c.env("GPUQ_TOKEN", token);
+        output_within(&mut c, Duration::from_secs(60)).expect("gpuq ls ends")
+    };
+    // Bob holds as many event streams as one user may.
+    let streams: Vec<TcpStream> = (0..CAP)
+        .map(|i| {
+            let (c, head) = open_events(&addr, &bob);
+            assert!(head.starts_with("HTTP/1.1 200"), "stream {i}: {head}");
+            c
+        })
+        .collect();
+    // His next one is refused, naming the limit, and closed.
+    let (mut over, head) = open_events(&addr, &bob);
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    let mut rest = String::new();
+    let _ = over.read_to_string(&mut rest);
+    let said = format!("{head}{rest}");
+    assert!(
+        said.contains("bob") && said.contains("max_tcp_per_user"),
+        "{said}"
+    );
+    let bobs_ls = ls_as(&bob);
+    assert!(!bobs_ls.status.success());
+    assert!(
+        stderr(&bobs_ls).contains("max_tcp_per_user"),
+        "{}",
+        stderr(&bobs_ls)
+    );
+    // Carol, over TCP with her own token, is served as ever, many times over.
+    for _ in 0..2 * CAP {
+        let out = ls_as(&carol);
+        assert!(out.status.success(), "carol's gpuq ls: {}", stderr(&out));
+    }
+    let (_carols, head) = open_events(&addr, &carol);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Bob's streams closed, his slots come back.
+    drop(streams);
+    assert!(
+        eventually(Duration::from_secs(20), || ls_as(&bob).status.success()),
+        "bob is served again once his streams closed"
+    );
+}
+
+#[test]
+fn max_tcp_stays_under_the_descriptor_limit() {
+    // A daemon whose descriptor limit is 1024 (soft and hard): max_tcp 4096
+    // could never be reached, accept would fail for everyone first.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("gpuq.toml"), as_tests_config("")).unwrap();
+    let mut server = std::process::Command::new("prlimit")
+        .args([
+            "--nofile=1024:1024",
+            "--",
+            GPUQ,
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--gpus", "sim:1"])
+        .env("GPUQ_HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = || std::fs::read_to_string(home.path().join("daemon.log")).unwrap_or_default();
+    let started = eventually(Duration::from_secs(30), || log().contains("listening on"));
+    let said = log();
+    let _ = std::process::Command::new(GPUQ)
+        .args(["server", "stop"])
+        .env("GPUQ_HOME", home.path())
+        .output();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(started, "daemon.log: {said}");
+    assert!(
+        said.contains("max_tcp 4096 lowered to 768"),
+        "daemon.log: {said}"
+    );
+}

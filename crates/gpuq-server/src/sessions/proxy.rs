@@ -189,7 +189,9 @@ async fn forward(ctx: AppState, mut req: Request) -> Result<Response, ApiError> 
         }
         Err(e) => return Err(e),
     };
-    crate::listen::authenticated(&req);
+    if let Err(why) = crate::listen::authenticated(&req, &who) {
+        return Ok(crate::auth::too_many(&req, why));
+    }
     if session.user != who.user {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
