@@ -136,9 +136,6 @@ fn peer_gone(fd: RawFd) -> bool {
 struct SocketEntry {
     fd: RawFd,
     gone: Notify,
-    /// Handed to a terminal or WebSocket relay: its task no longer holds it,
-    /// so `gone` would end nothing (the relay ends it, when it is done).
-    upgraded: AtomicBool,
 }
 
 /// One account's open socket connections, by id.
@@ -148,7 +145,9 @@ type UidConnections = BTreeMap<u64, Arc<SocketEntry>>;
 /// its descriptor is open (its slot goes with it). When an account is at its
 /// cap, the tasks of those whose client has already gone (while the task has
 /// not yet noticed: a busy daemon, a request in flight) are told to end, and
-/// the newcomer waits briefly for them to close instead of being refused.
+/// the newcomer waits briefly for them to close instead of being refused. An
+/// upgraded one (a terminal, a WebSocket) is in its relay's hands, which ends
+/// it once the other side has seen the client go: it counts until then.
 #[derive(Clone, Default)]
 struct OpenConnections {
     by_uid: Arc<Mutex<HashMap<u32, UidConnections>>>,
@@ -176,11 +175,11 @@ impl OpenConnections {
         let mut by_uid = self.by_uid.lock().unwrap_or_else(|e| e.into_inner());
         let open = by_uid.entry(uid).or_default();
         if open.len() >= limit {
-            // Each still counts until its task has closed it: a relay keeps a
+            // Each still counts until it is closed: a relay keeps a
             // half-closed (shut down for writing) upgraded connection open.
             let mut closing = false;
             for e in open.values() {
-                if !e.upgraded.load(Ordering::Relaxed) && peer_gone(e.fd) {
+                if peer_gone(e.fd) {
                     e.gone.notify_one();
                     closing = true;
                 }
@@ -191,7 +190,6 @@ impl OpenConnections {
         let entry = Arc::new(SocketEntry {
             fd,
             gone: Notify::new(),
-            upgraded: AtomicBool::new(false),
         });
         open.insert(id, Arc::clone(&entry));
         let slot = ConnectionSlot {
@@ -333,9 +331,9 @@ fn serve_socket_connection(
     tokio::spawn(async move {
         // Upgrades: a shell's terminal and a notebook's WebSockets.
         let conn = builder.serve_connection(io, service).with_upgrades();
+        // Ended, or handed to an upgrade's relay (the slot goes with it).
         tokio::select! {
-            // Ended, or handed to an upgrade's relay (the slot goes with it).
-            _ = conn => entry.upgraded.store(true, Ordering::Relaxed),
+            _ = conn => {}
             _ = entry.gone.notified() => {}
         }
     });
@@ -762,13 +760,12 @@ mod tests {
         slots.remove(1);
         let (late, _) = waiting.await.unwrap().expect("room once it closed");
         assert_eq!(open.count(7), 3);
-        // An upgraded connection (a relay holds it) half-closed by its client
-        // counts while the relay keeps it open: the newcomer is refused.
-        slots[0].1.upgraded.store(true, Ordering::Relaxed);
+        // A connection half-closed by its client whose descriptor stays open
+        // (an upgraded one: its relay holds it, deaf to `gone`) still counts.
         pairs[0].1.shutdown(std::net::Shutdown::Write).unwrap();
-        assert!(matches!(open.take(7, fd, 3), Take::Full));
-        let quick = open.take_within(7, fd, 3, Duration::from_millis(100)).await;
-        assert!(quick.is_none());
+        let quick = open.take_within(7, fd, 3, Duration::from_millis(200)).await;
+        assert!(quick.is_none(), "counted while its descriptor is open");
+        assert_eq!(open.count(7), 3);
         drop(slots);
         drop(late);
         assert_eq!(open.count(7), 0);
