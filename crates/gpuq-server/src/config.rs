@@ -15,6 +15,8 @@
 //! requeue_delay = "1s"          # a job's exit 75 (requeue me): its next start waits this long,
 //! requeue_max_delay = "10m"     # doubled for each requeue in a row without progress, up to this
 //! max_requeues_without_progress = 10  # then it fails (no new checkpoint file, no new metric)
+//! submit_rate = 100             # jobs per second one user may submit, sustained (cancelled ones count:
+//! submit_burst = 10000          # their rows stay), with bursts of up to this many
 //!
 //! [server]                      # the daemon's own settings (a `gpuq server` flag wins)
 //! gpus = "sim:4"                # auto (NVML), none, or sim:N [default: auto]
@@ -525,6 +527,20 @@ pub struct SchedulerConfig {
     /// exits 75 would otherwise start again forever.
     #[serde(default = "default_requeues_without_progress")]
     pub max_requeues_without_progress: u32,
+    /// Jobs per second one user may submit (array tasks count one each):
+    /// `max_queued` counts pending jobs only, and a submit-then-cancel loop
+    /// would otherwise grow the tables without bound.
+    #[serde(default = "default_submit_rate")]
+    pub submit_rate: u32,
+    #[serde(default = "default_submit_burst")]
+    pub submit_burst: u32,
+}
+
+fn default_submit_rate() -> u32 {
+    100
+}
+fn default_submit_burst() -> u32 {
+    10_000
 }
 
 fn default_requeue_delay() -> DurationSpec {
@@ -670,6 +686,8 @@ impl Default for SchedulerConfig {
             requeue_delay: default_requeue_delay(),
             requeue_max_delay: default_requeue_max_delay(),
             max_requeues_without_progress: default_requeues_without_progress(),
+            submit_rate: default_submit_rate(),
+            submit_burst: default_submit_burst(),
         }
     }
 }
@@ -734,6 +752,24 @@ impl Config {
             toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
         config.output.check()?;
         config.connections.check()?;
+        for (key, value, default) in [
+            (
+                "submit_rate",
+                config.scheduler.submit_rate,
+                default_submit_rate(),
+            ),
+            (
+                "submit_burst",
+                config.scheduler.submit_burst,
+                default_submit_burst(),
+            ),
+        ] {
+            if value == 0 {
+                return Err(format!(
+                    "scheduler.{key}: 0 would refuse every submit; give a number of jobs (the default is {default})"
+                ));
+            }
+        }
         if config.telemetry.interval.as_millis() < 100 {
             return Err(format!(
                 "telemetry.interval: {} is too short; use 100ms or more (the default is 5s)",
@@ -881,5 +917,10 @@ mod tests {
         assert!(e.contains("users.bob.share"), "{e}");
         let e = Config::parse("[scheduler]\nfair_share_half_life = \"soon\"\n").unwrap_err();
         assert!(e.contains("write it like"), "{e}");
+        let e = Config::parse("[scheduler]\nsubmit_rate = 0\n").unwrap_err();
+        assert!(
+            e.contains("scheduler.submit_rate") && e.contains("100"),
+            "{e}"
+        );
     }
 }

@@ -216,3 +216,44 @@ fn tail(s: &str) -> &str {
     }
     &s[at..]
 }
+
+/// `max_queued` counts pending jobs only: a loop that submits and cancels would
+/// grow the tables without bound, so submits have a rate per user too.
+#[test]
+fn a_submit_then_cancel_loop_stops_at_the_submit_rate_with_the_key_named() {
+    let d = Daemon::start_with_config("none", "[scheduler]\nsubmit_rate = 1\nsubmit_burst = 5\n");
+    let started = Instant::now();
+    let mut made = 0u64;
+    let mut refusal = None;
+    for _ in 0..60 {
+        let out = d.gpuq(&["submit", "--", "sleep", "30"]);
+        if !out.status.success() {
+            refusal = Some(out);
+            break;
+        }
+        let id = stdout(&out).trim().to_string();
+        // It may have ended already: the loop goes on either way.
+        let _ = d.gpuq(&["cancel", &id]);
+        made += 1;
+    }
+    let out = refusal.expect("the loop was stopped");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("[scheduler] submit_rate") && err.contains("bursts of 5"),
+        "{err}"
+    );
+    // The burst, and one more per second the loop took.
+    let allowed = 5 + started.elapsed().as_secs() + 1;
+    assert!(
+        made >= 5 && made <= allowed,
+        "{made} submitted, {allowed} allowed"
+    );
+    let jobs: Vec<Value> = serde_json::from_str(&d.ok(&["ls", "--json", "--all"])).unwrap();
+    assert_eq!(jobs.len() as u64, made, "the refused submit left no job");
+    // The bucket refills: a submit a little later goes through.
+    let again = eventually(Duration::from_secs(10), || {
+        d.gpuq(&["submit", "--", "true"]).status.success()
+    });
+    assert!(again, "submits work again after a pause");
+}

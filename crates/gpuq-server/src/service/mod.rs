@@ -203,6 +203,7 @@ pub struct Service {
     metrics_gate: Mutex<output_limits::MetricsGate>,
     /// Whether the data directory's disk is down to its reserve.
     disk_watch: Mutex<output_limits::DiskWatch>,
+    submit_gate: Mutex<output_limits::SubmitGate>,
     /// Held while a sweep takes a step: one searcher step at a time.
     sweep_lock: Mutex<()>,
     /// Running interactive sessions: readiness, clients, idle clocks.
@@ -302,6 +303,7 @@ impl Service {
                 user_burst: config.output.metrics_user_burst,
             })),
             disk_watch: Mutex::new(output_limits::DiskWatch::default()),
+            submit_gate: Mutex::new(output_limits::SubmitGate::default()),
             sweep_lock: Mutex::new(()),
             sessions: Mutex::new(HashMap::new()),
             identity,
@@ -420,6 +422,8 @@ impl Service {
                     return Err(SpecError::new("after", format!("job {dep} does not exist")).into());
                 }
             }
+            // Last, so that only a submit that would otherwise be taken spends tokens.
+            self.check_submit_rate(&user, adding)?;
             let new = NewJob {
                 spec,
                 user,

@@ -150,6 +150,38 @@ impl MetricsGate {
     }
 }
 
+/// Each user's bucket of submits (`[scheduler] submit_rate`, `submit_burst`).
+#[derive(Default)]
+pub struct SubmitGate {
+    users: HashMap<String, Bucket>,
+}
+
+impl SubmitGate {
+    /// Takes `n` jobs from `user`'s bucket, or none and false when it holds
+    /// fewer. More than a whole burst at once is let through from a full
+    /// bucket (an array as large as the burst).
+    pub fn admit(&mut self, user: &str, n: u32, rate: u32, burst: u32, now: Instant) -> bool {
+        if self.users.len() > 4096 {
+            // Full buckets are as good as none: forget them.
+            self.users.retain(|_, b| {
+                b.refill(rate, burst, now);
+                b.tokens < f64::from(burst)
+            });
+        }
+        let b = self
+            .users
+            .entry(user.to_string())
+            .or_insert_with(|| Bucket::full(burst, now));
+        b.refill(rate, burst, now);
+        let cost = f64::from(n.min(burst));
+        if b.tokens < cost {
+            return false;
+        }
+        b.tokens -= cost;
+        true
+    }
+}
+
 /// Whether the data directory's disk is down to its reserve, looked at once a second.
 #[derive(Default)]
 pub struct DiskWatch {
@@ -192,6 +224,25 @@ impl Service {
                 .is_some_and(|(free, total)| free < self.config.output.reserve_bytes(total));
         }
         w.low
+    }
+
+    /// Refuses a submit of `n` jobs by `user` beyond their submit rate.
+    pub(super) fn check_submit_rate(&self, user: &str, n: u32) -> Result<(), super::ServiceError> {
+        let c = &self.config.scheduler;
+        let admitted = self
+            .submit_gate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .admit(user, n, c.submit_rate, c.submit_burst, Instant::now());
+        if admitted {
+            return Ok(());
+        }
+        Err(super::ServiceError::Quota(format!(
+            "{user} submits faster than {} jobs a second (bursts of {}), the most [scheduler] submit_rate \
+             and submit_burst in gpuq.toml allow (cancelled jobs count: their rows stay); wait a moment and \
+             submit again",
+            c.submit_rate, c.submit_burst
+        )))
     }
 
     /// `[output]` of gpuq.toml.
@@ -346,6 +397,25 @@ mod tests {
         assert_eq!(g.admit("1", "alice", 50, t0 + Duration::from_secs(2)), 20);
         assert_eq!(g.take("1").get(&DropReason::Rate), Some(&30));
         assert!(g.take("1").is_empty());
+    }
+
+    #[test]
+    fn submits_past_the_burst_wait_for_the_rate() {
+        let mut g = SubmitGate::default();
+        let t0 = Instant::now();
+        assert!(g.admit("ann", 8, 2, 10, t0));
+        assert!(g.admit("ann", 2, 2, 10, t0));
+        assert!(!g.admit("ann", 1, 2, 10, t0), "the burst is spent");
+        assert!(
+            g.admit("bob", 1, 2, 10, t0),
+            "another user's bucket is their own"
+        );
+        let later = t0 + Duration::from_secs(1);
+        assert!(g.admit("ann", 2, 2, 10, later));
+        assert!(!g.admit("ann", 1, 2, 10, later));
+        // An array larger than the burst goes through a full bucket.
+        assert!(g.admit("cy", 50, 2, 10, t0));
+        assert!(!g.admit("cy", 1, 2, 10, t0));
     }
 
     #[test]
