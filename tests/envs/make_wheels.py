@@ -1,5 +1,6 @@
 """Writes tiny pure-Python wheels into DIR, for offline environment tests:
-gpuqdemo 1.0 and 2.0 (module gpuqdemo with VERSION). Usage: make_wheels.py DIR"""
+gpuqdemo 1.0 and 2.0, or the VERSIONs given (module gpuqdemo with VERSION).
+Usage: make_wheels.py DIR [VERSION...]"""
 import base64
 import hashlib
 import pathlib
@@ -27,5 +28,5 @@ def wheel(out, name, version):
 
 out = pathlib.Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)
-for v in ("1.0", "2.0"):
+for v in sys.argv[2:] or ("1.0", "2.0"):
     wheel(out, "gpuqdemo", v)

@@ -232,6 +232,95 @@ pub fn env_key(spec: &JobSpec, platform: &str, owner: Option<u32>) -> Option<Str
     Some(digest.iter().take(12).map(|b| format!("{b:02x}")).collect())
 }
 
+/// What a build reads beyond its key (a lab-wide key leaves the owner out only
+/// when nothing else decides the result). `Err`: the build depends on its
+/// builder (a `setup` script, which runs in their directory; a relative path;
+/// a path source in a lock file), the reason. `Ok`: the absolute local paths
+/// the requirements name (`-r`, `-c`, `-e`, `--find-links`, `file:` URLs,
+/// direct paths), which are as good as the key only if root alone can change
+/// them (the daemon checks).
+pub fn outside_inputs(spec: &JobSpec) -> Result<Vec<String>, String> {
+    if spec.setup.is_some() {
+        return Err("it has a setup script".into());
+    }
+    let Some(inputs) = spec.python.as_ref().and_then(|p| p.inputs.as_ref()) else {
+        return Ok(Vec::new());
+    };
+    if let Some(lock) = &inputs.uv_lock {
+        for bad in ["{ path =", "{ directory =", "{ editable =", "file://"] {
+            if lock.contains(bad) {
+                return Err(format!("its uv.lock installs from a local path ({bad})"));
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    for line in inputs.requirements_txt.as_deref().unwrap_or("").lines() {
+        let line = match line.find(" #") {
+            Some(at) => &line[..at],
+            None => line,
+        }
+        .trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (opt, value) = split_option(line);
+        let (value, named) = match opt {
+            // Options naming a file, a directory or an index.
+            Some(
+                "-r" | "--requirement" | "-c" | "--constraint" | "-e" | "--editable" | "-f"
+                | "--find-links" | "-i" | "--index-url" | "--extra-index-url",
+            ) => (value, true),
+            Some(_) => continue,
+            // A requirement: a path, or `name @ URL`.
+            None => match line.split_once('@') {
+                Some((_, url)) => (url.trim(), false),
+                None => (line, false),
+            },
+        };
+        let archive = [".whl", ".tar.gz", ".zip"]
+            .iter()
+            .any(|e| value.ends_with(e));
+        let local = value
+            .strip_prefix("file://")
+            .or_else(|| value.strip_prefix("file:"));
+        let path = match local {
+            Some(p) => p,
+            None if value.contains("://") => continue,
+            None if named
+                || archive
+                || value.starts_with(['.', '/', '~'])
+                || value.contains('/') =>
+            {
+                value
+            }
+            None => continue,
+        };
+        if !path.starts_with('/') || path.split('/').any(|c| c == "..") {
+            return Err(format!("its requirements name the local path {value:?}"));
+        }
+        paths.push(path.to_string());
+    }
+    Ok(paths)
+}
+
+/// `-r x`, `-rx`, `--requirement=x`, `--requirement x`: the option and its value.
+fn split_option(line: &str) -> (Option<&str>, &str) {
+    if !line.starts_with('-') {
+        return (None, line);
+    }
+    if let Some((o, v)) = line
+        .split_once('=')
+        .filter(|(o, _)| o.starts_with("--") && !o.contains(' '))
+    {
+        return (Some(o), v.trim());
+    }
+    match line.split_once([' ', '\t']) {
+        Some((o, v)) => (Some(o), v.trim()),
+        None if !line.starts_with("--") && line.len() > 2 => (Some(&line[..2]), line[2..].trim()),
+        None => (Some(line), ""),
+    }
+}
+
 /// A cached environment as the eviction rule sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedEnv {
@@ -309,6 +398,36 @@ mod tests {
         assert_ne!(k(&a), env_key(&a, "x86_64-linux", Some(1001)).unwrap());
         assert_ne!(k(&a), env_key(&a, "x86_64-linux", None).unwrap());
         assert_eq!(k(&a).len(), 24);
+    }
+
+    #[test]
+    fn what_a_build_reads_beyond_its_key_is_found() {
+        let out = |t: &str| outside_inputs(&with_reqs(t));
+        assert_eq!(
+            out("--no-index\nnumpy==2.0\n# ./x\n").unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            out("-i https://pypi.org/simple\nx @ https://h/x.whl\n").unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            out("--find-links /opt/wheels\n-r/etc/r.txt\n--constraint=/c.txt\nx @ file:///w/x.whl\n").unwrap(),
+            ["/opt/wheels", "/etc/r.txt", "/c.txt", "/w/x.whl"]
+        );
+        for builder in [
+            "-r other.txt",
+            "-e .",
+            "./pkg",
+            "x @ file:pkg",
+            "-f wheels/",
+            "/a/../b",
+        ] {
+            assert!(out(builder).is_err(), "{builder}");
+        }
+        let mut s = with_reqs("numpy\n");
+        s.setup = Some("true".into());
+        assert!(outside_inputs(&s).is_err());
     }
 
     #[test]

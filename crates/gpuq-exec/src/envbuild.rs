@@ -64,6 +64,11 @@ pub struct BuildRequest {
     /// Others may read the environment (a lab-wide cache).
     #[serde(default)]
     pub shared: bool,
+    /// A lab-wide environment keyed without its builder: nothing of the
+    /// builder's may decide what it holds (`env` is the daemon's, HOME a
+    /// fresh empty directory, uv reads no configuration file).
+    #[serde(default)]
+    pub hermetic: bool,
 }
 
 /// What the builder reports, in the ticket.
@@ -300,12 +305,22 @@ pub fn build_main() -> i32 {
             return 2;
         }
     };
+    // Whatever the build leaves running (a `setsid` child of `setup`) stays
+    // ours, to be ended before the result: nothing writes into a lab-wide
+    // environment while it is sealed.
+    if req.shared {
+        // SAFETY: plain prctl on this process.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    }
     let result = match (req.uid, req.gid) {
         (Some(u), Some(g)) => drop_privileges(u, g, &req.groups)
             .map_err(|e| format!("cannot take the user's ids: {e}")),
         _ => Ok(()),
     }
     .and_then(|()| build(&req));
+    if req.shared {
+        end_leftovers();
+    }
     let result = match result {
         Ok(r) => r,
         Err(cause) => BuildResult::Failed { cause },
@@ -330,6 +345,45 @@ pub fn build_main() -> i32 {
         return 1;
     }
     0
+}
+
+/// Kills every process left under this one (orphans come to it: it is
+/// their subreaper) and reaps them, until none is left.
+fn end_leftovers() {
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() };
+    loop {
+        for pid in children_of(me) {
+            // SAFETY: a child of ours, not yet reaped (its pid is not reused).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        let mut status = 0;
+        // SAFETY: plain waitpid; ECHILD once no child is left.
+        if unsafe { libc::waitpid(-1, &mut status, 0) } < 0 {
+            return;
+        }
+    }
+}
+
+/// The processes whose parent is `parent` (from /proc).
+fn children_of(parent: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold anything, so after its last `)`.
+            let ppid: i32 = stat[stat.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == parent).then_some(pid)
+        })
+        .collect()
 }
 
 fn read_all(file: &std::fs::File) -> std::io::Result<Vec<u8>> {
@@ -378,9 +432,27 @@ fn step(what: &str, cmd: &mut Command) -> Result<String, String> {
 fn build(req: &BuildRequest) -> Result<BuildResult, String> {
     let dir = &req.dir;
     let dir_s = dir.to_string_lossy().into_owned();
+    // A lab-wide build: a fresh, empty HOME (no uv.toml, no pip.conf, no
+    // cache the builder filled), removed before the result is recorded.
+    let home = dir.join(".gpuq").join("home");
+    if req.hermetic {
+        std::fs::create_dir_all(&home)
+            .and_then(|()| std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|e| format!("{}: {e}", home.display()))?;
+    }
     let uv = |args: &[&str]| {
         let mut c = Command::new(&req.uv);
         c.args(args).env_clear().envs(&req.env).current_dir(dir);
+        if req.hermetic {
+            if !args.contains(&"--no-config") {
+                c.arg("--no-config");
+            }
+            c.env("HOME", &home);
+            // A Python uv would fetch would live in HOME, removed below.
+            if !req.env.contains_key("UV_PYTHON_DOWNLOADS") {
+                c.env("UV_PYTHON_DOWNLOADS", "never");
+            }
+        }
         c
     };
     let mut venv = vec!["venv", "--allow-existing", "--no-config"];
@@ -470,6 +542,9 @@ fn build(req: &BuildRequest) -> Result<BuildResult, String> {
         "listing the installed packages",
         &mut uv(&["pip", "freeze", "--python", &python_s]),
     )?;
+    if req.hermetic {
+        std::fs::remove_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
+    }
     Ok(BuildResult::Ready {
         python: version.trim().to_string(),
         packages: freeze

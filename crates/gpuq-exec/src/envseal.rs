@@ -8,10 +8,15 @@
 //! inodes, so a descriptor the builder kept open writes nothing that is used),
 //! and renames the copy into place. The builder's tree goes to `.trash/` for
 //! its owner to remove. Every reference that leaves the environment (a link,
-//! the interpreter's `home` in `pyvenv.cfg`, a path in a `.pth` file) must lead
-//! to files nobody but root can change, or the environment is refused.
+//! the interpreter's `home` in `pyvenv.cfg`, a path in a `.pth` file), judged
+//! where it finally leads through the environment's own links, must lead to
+//! files nobody but root can change, or the environment is refused. The copy
+//! takes each file as large as it was when opened, and at most `envs.max_size`
+//! in all (the builder's processes are gone by then: the builder ends them).
 
 use crate::envbuild::EnvCache;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -25,6 +30,8 @@ const MAX_DEPTH: usize = 64;
 const MAX_PTH_BYTES: u64 = 1 << 20;
 /// The mark of a sealed environment, under its `.gpuq/`.
 const SEALED: &str = "sealed";
+/// Links followed while resolving one path (Linux's own limit).
+const MAX_LINKS: usize = 40;
 
 /// What sealing did: the result, and the builder's tree, retired, for its
 /// owner to remove (`EnvCache::remover`).
@@ -36,9 +43,9 @@ pub struct Seal {
 
 impl EnvCache {
     /// Makes the environment of `key`, just built, immutable (see the module's
-    /// documentation). Done already (a restart between sealing and recording
-    /// it): nothing to do.
-    pub fn seal(&self, key: &str, now_ms: i64) -> Seal {
+    /// documentation), copying at most `max_bytes`. Done already (a restart
+    /// between sealing and recording it): nothing to do.
+    pub fn seal(&self, key: &str, now_ms: i64, max_bytes: u64) -> Seal {
         let done = |result| Seal {
             result,
             retired: None,
@@ -61,7 +68,7 @@ impl EnvCache {
                 format!("cannot move the build aside: {e}")
             }));
         }
-        let result = copy_sealed(&staging, &fresh, &self.dir(key))
+        let result = copy_sealed(&staging, &fresh, &self.dir(key), max_bytes)
             .and_then(|()| std::fs::rename(&fresh, self.dir(key)).map_err(|e| e.to_string()));
         if result.is_err() {
             // Ours alone: nothing the builder can reach.
@@ -104,13 +111,18 @@ fn private_dir(path: &Path) -> std::io::Result<()> {
 }
 
 /// Copies the built tree `from` into the new directory `to`, whose contents
-/// will live at `final_root`; then checks what leaves the environment.
-fn copy_sealed(from: &Path, to: &Path, final_root: &Path) -> Result<(), String> {
+/// will live at `final_root`, at most `max_bytes` of files; then checks what
+/// leaves the environment.
+fn copy_sealed(from: &Path, to: &Path, final_root: &Path, max_bytes: u64) -> Result<(), String> {
     let src =
         open_dir_at(None, from.as_os_str()).map_err(|e| format!("{}: {e}", from.display()))?;
     let dst = make_dir_at(None, to.as_os_str()).map_err(|e| format!("{}: {e}", to.display()))?;
-    let walk = Walk { final_root };
+    let walk = Walk::new(final_root, to, max_bytes);
     walk.copy(&src, &dst, Path::new(""), 0)?;
+    // Judged once the whole copy is there: a path may go through any link in it.
+    for (rel, target, verb) in walk.leads.take() {
+        walk.check_leads(&rel, &target, verb)?;
+    }
     let gpuq = OsStr::new(".gpuq");
     let meta = open_dir_at(Some(&dst), gpuq)
         .or_else(|_| make_dir_at(Some(&dst), gpuq))
@@ -123,9 +135,41 @@ fn copy_sealed(from: &Path, to: &Path, final_root: &Path) -> Result<(), String> 
 
 struct Walk<'a> {
     final_root: &'a Path,
+    /// The copy, which will live at `final_root`: where links are read.
+    copy_root: &'a Path,
+    /// Bytes of files the copy may still take.
+    left: Cell<u64>,
+    cap: u64,
+    /// What leads out, to check once the copy is whole: where, to what, how.
+    leads: RefCell<Vec<(PathBuf, PathBuf, &'static str)>>,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
+    fn new(final_root: &'a Path, copy_root: &'a Path, cap: u64) -> Self {
+        Walk {
+            final_root,
+            copy_root,
+            left: Cell::new(cap),
+            cap,
+            leads: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Takes `size` bytes off what the copy may still take.
+    fn spend(&self, rel: &Path, size: u64) -> Result<(), String> {
+        let left = self.left.get();
+        if size > left {
+            return Err(format!(
+                "it holds more than envs.max_size ({} MiB) of files (at {}): raise [envs] max_size \
+                 in gpuq.toml, or build a smaller environment",
+                self.cap >> 20,
+                rel.display()
+            ));
+        }
+        self.left.set(left - size);
+        Ok(())
+    }
+
     fn copy(&self, src: &OwnedFd, dst: &OwnedFd, rel: &Path, depth: usize) -> Result<(), String> {
         if depth > MAX_DEPTH {
             return Err(format!("{}: nested too deeply", rel.display()));
@@ -144,8 +188,11 @@ impl Walk<'_> {
                     chmod(&d, 0o755)?;
                 }
                 libc::S_IFREG => {
-                    let mut s =
-                        open_file_at(src, &name).map_err(|e| format!("{}: {e}", shown()))?;
+                    let s = open_file_at(src, &name).map_err(|e| format!("{}: {e}", shown()))?;
+                    // As large as it is now: a writer left behind cannot make it grow.
+                    let size = s.metadata().map_err(|e| format!("{}: {e}", shown()))?.len();
+                    self.spend(&here, size)?;
+                    let mut s = s.take(size);
                     let mut d = create_at(dst, &name).map_err(|e| format!("{}: {e}", shown()))?;
                     if name.as_bytes().ends_with(b".pth") {
                         // What is checked is what is written: read once.
@@ -155,7 +202,7 @@ impl Walk<'_> {
                             .read_to_end(&mut text)
                             .and_then(|_| d.write_all(&text))
                             .map_err(|e| format!("{}: {e}", shown()))?;
-                        self.check_pth(&here, &String::from_utf8_lossy(&text))?;
+                        self.check_pth(&here, &String::from_utf8_lossy(&text));
                     } else {
                         std::io::copy(&mut s, &mut d).map_err(|e| format!("{}: {e}", shown()))?;
                     }
@@ -164,7 +211,11 @@ impl Walk<'_> {
                 }
                 libc::S_IFLNK => {
                     let target = link_at(src, &name).map_err(|e| format!("{}: {e}", shown()))?;
-                    self.check_leads(&here, Path::new(&target), "links to")?;
+                    self.leads.borrow_mut().push((
+                        here.clone(),
+                        PathBuf::from(&target),
+                        "links to",
+                    ));
                     symlink_at(dst, &name, &target).map_err(|e| format!("{}: {e}", shown()))?;
                 }
                 _ => {
@@ -181,12 +232,9 @@ impl Walk<'_> {
     /// `target`, written at `rel` (relative to the environment), leads inside
     /// the environment or to files only root can change.
     fn check_leads(&self, rel: &Path, target: &Path, verb: &str) -> Result<(), String> {
-        let at = self.final_root.join(rel);
-        let whole = at.parent().unwrap_or(self.final_root).join(target);
-        let resolved = normalize(&whole);
-        if resolved.starts_with(self.final_root) {
+        let Some(resolved) = self.resolve(rel, target)? else {
             return Ok(());
-        }
+        };
         // SAFETY: geteuid cannot fail.
         let me = unsafe { libc::geteuid() };
         crate::safe_fs::check_trusted(&resolved, me).map_err(|why| {
@@ -201,10 +249,78 @@ impl Walk<'_> {
         })
     }
 
+    /// Where `target`, written at `rel`, finally leads, as the kernel will
+    /// resolve it once the copy is in place: through the copy's own links
+    /// (never as text: `h -> /home` then `h/me/lib` leads to /home/me/lib).
+    /// `None`: inside the environment (or nowhere: nothing will appear in
+    /// it). `Some(path)`: out of it, the rest to judge on the real filesystem.
+    fn resolve(&self, rel: &Path, target: &Path) -> Result<Option<PathBuf>, String> {
+        let parts = |p: &Path| -> Vec<OsString> {
+            p.components()
+                .filter_map(|c| match c {
+                    Component::Normal(n) => Some(n.to_os_string()),
+                    Component::ParentDir => Some("..".into()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut at = if target.is_absolute() {
+            PathBuf::from("/")
+        } else {
+            self.final_root
+                .join(rel)
+                .parent()
+                .unwrap_or(self.final_root)
+                .to_path_buf()
+        };
+        let mut todo: VecDeque<OsString> = parts(target).into();
+        let mut links = 0;
+        while let Some(part) = todo.pop_front() {
+            if part == ".." {
+                at.pop();
+                continue;
+            }
+            let next = at.join(&part);
+            let Ok(inside) = next.strip_prefix(self.final_root) else {
+                if at.starts_with(self.final_root) || !self.final_root.starts_with(&next) {
+                    // Out: the rest is the real filesystem's to resolve.
+                    let mut out = next;
+                    out.extend(todo);
+                    return Ok(Some(out));
+                }
+                // Still on the way down to the environment.
+                at = next;
+                continue;
+            };
+            let copy = self.copy_root.join(inside);
+            let Ok(meta) = std::fs::symlink_metadata(&copy) else {
+                return Ok(None);
+            };
+            if meta.file_type().is_symlink() {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(format!("{}: too many levels of links", rel.display()));
+                }
+                let to =
+                    std::fs::read_link(&copy).map_err(|e| format!("{}: {e}", rel.display()))?;
+                if to.is_absolute() {
+                    at = PathBuf::from("/");
+                }
+                for p in parts(&to).into_iter().rev() {
+                    todo.push_front(p);
+                }
+                continue;
+            }
+            at = next;
+        }
+        Ok((!at.starts_with(self.final_root)).then_some(at))
+    }
+
     /// A `.pth` file's path lines join `sys.path` (as `site` reads them:
     /// relative to its directory; `#` comments and `import` lines are not
-    /// paths): they must lead to trusted places too.
-    fn check_pth(&self, rel: &Path, text: &str) -> Result<(), String> {
+    /// paths): they must lead to trusted places too (checked once the copy
+    /// is whole).
+    fn check_pth(&self, rel: &Path, text: &str) {
         for line in text.lines() {
             let line = line.trim_end();
             if line.is_empty()
@@ -214,9 +330,12 @@ impl Walk<'_> {
             {
                 continue;
             }
-            self.check_leads(rel, Path::new(line), "adds to sys.path")?;
+            self.leads.borrow_mut().push((
+                rel.to_path_buf(),
+                PathBuf::from(line),
+                "adds to sys.path",
+            ));
         }
-        Ok(())
     }
 
     /// `home` in `pyvenv.cfg`: where the interpreter and its standard library are.
@@ -237,21 +356,6 @@ impl Walk<'_> {
         }
         Ok(())
     }
-}
-
-/// `path` with `.` and `..` resolved as text (no link is followed).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out
 }
 
 fn cstr(name: &OsStr) -> std::io::Result<CString> {
@@ -400,7 +504,7 @@ mod tests {
         symlink("sub/x.py", from.join("inside")).unwrap();
         symlink("/bin/sh", from.join("python")).unwrap();
         let to = dir.path().join("sealed");
-        copy_sealed(&from, &to, &to).unwrap();
+        copy_sealed(&from, &to, &to, 1 << 20).unwrap();
         assert_eq!(mode(&to), 0o755);
         assert_eq!(mode(&to.join("sub")), 0o755);
         assert_eq!(mode(&to.join("sub/x.py")), 0o644);
@@ -419,30 +523,80 @@ mod tests {
         let fifo = std::ffi::CString::new(from.join("sub/fifo").as_os_str().as_bytes()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let e = copy_sealed(&from, &dir.path().join("again"), &to).unwrap_err();
+        let e = copy_sealed(&from, &dir.path().join("again"), &to, 1 << 20).unwrap_err();
         assert!(e.contains("sub/fifo") && e.contains("FIFO"), "{e}");
     }
 
     #[test]
-    fn a_path_leading_out_is_judged_where_it_will_live() {
-        assert_eq!(
-            normalize(Path::new("/e/lib/../bin/./python")),
-            Path::new("/e/bin/python")
-        );
-        assert_eq!(normalize(Path::new("/e/../../x")), Path::new("/x"));
-        let walk = Walk {
-            final_root: Path::new("/envs/k"),
-        };
+    fn a_path_leading_out_is_judged_where_it_finally_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("copy");
+        std::fs::create_dir_all(copy.join("lib/site")).unwrap();
+        std::fs::create_dir_all(copy.join("bin")).unwrap();
+        std::fs::write(copy.join("bin/python"), "").unwrap();
+        // Out of the environment to a directory anyone may write.
+        let open = dir.path().join("open");
+        std::fs::create_dir_all(open.join("evil")).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        symlink("/", copy.join("lib/site/h")).unwrap();
+        symlink("..", copy.join("lib/site/up")).unwrap();
+        let walk = Walk::new(Path::new("/envs/k"), &copy, 0);
         walk.check_leads(Path::new("bin/python3"), Path::new("python"), "links to")
             .unwrap();
-        // Out of the environment to a place that does not exist: nobody vouches for it.
-        let e = walk
+        walk.check_leads(
+            Path::new("lib/site/a.pth"),
+            Path::new("up/site"),
+            "adds to sys.path",
+        )
+        .unwrap();
+        // Root's own directory, through a link of the environment: fine.
+        walk.check_leads(
+            Path::new("lib/site/a.pth"),
+            Path::new("h/usr"),
+            "adds to sys.path",
+        )
+        .unwrap();
+        // As text `h/...` stays inside; through the link it leads to `open`.
+        let through = format!("h{}/evil", open.display());
+        for target in [
+            through.as_str(),
+            "/envs/k/lib/site/h/../../nonexistent-gpuq-dir",
+        ] {
+            let e = walk
+                .check_leads(
+                    Path::new("lib/site/a.pth"),
+                    Path::new(target),
+                    "adds to sys.path",
+                )
+                .unwrap_err();
+            assert!(e.contains("lib/site/a.pth adds to sys.path"), "{e}");
+        }
+        // Up out of the environment to a place that does not exist: nobody vouches for it.
+        assert!(walk
             .check_leads(
                 Path::new("lib/site/a.pth"),
                 Path::new("../../../../nonexistent-gpuq-dir"),
                 "adds to sys.path",
             )
-            .unwrap_err();
-        assert!(e.contains("lib/site/a.pth adds to sys.path"), "{e}");
+            .is_err());
+    }
+
+    #[test]
+    fn the_copy_takes_files_as_large_as_they_were_and_stops_at_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("built");
+        std::fs::create_dir_all(&from).unwrap();
+        std::fs::write(from.join("big"), vec![b'x'; 4096]).unwrap();
+        let e = copy_sealed(
+            &from,
+            &dir.path().join("small"),
+            &dir.path().join("small"),
+            4095,
+        )
+        .unwrap_err();
+        assert!(e.contains("envs.max_size") && e.contains("big"), "{e}");
+        let to = dir.path().join("fits");
+        copy_sealed(&from, &to, &to, 4096).unwrap();
+        assert_eq!(std::fs::metadata(to.join("big")).unwrap().len(), 4096);
     }
 }

@@ -95,10 +95,10 @@
 //! header_timeout = "10s"         # a request's headers (or an idle keep-alive's next) within this
 //!
 //! [envs]                         # cached Python environments (`python:` in a spec)
-//! uv = "/usr/local/bin/uv"       # default: uv on the daemon's PATH, else the user's
+//! uv = "/usr/local/bin/uv"       # default: uv on the daemon's PATH, else the user's (lab-wide: the daemon's only)
 //! dir = "/shared/gpuq-envs"      # default $GPUQ_HOME/envs; on Slurm a shared filesystem
 //! max_size = "100G"              # least recently used ones no job needs go beyond it
-//! shared = false                 # true: one lab-wide, read-only cache (keyed without the user)
+//! shared = false                 # true: one lab-wide, read-only cache (keyed without the user when only the key decides the build)
 //! build_timeout = "1h"
 //! max_parallel_builds = 2
 //!

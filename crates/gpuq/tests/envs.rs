@@ -487,7 +487,7 @@ struct RootLab {
     d: Daemon,
     uid: u32,
     work: tempfile::TempDir,
-    _tools: tempfile::TempDir,
+    tools: tempfile::TempDir,
 }
 
 #[cfg(feature = "system-tests")]
@@ -505,20 +505,21 @@ impl RootLab {
             &format!("[envs]\nuv = \"{}\"\n{extra}", tool.display()),
         );
         let work = open_dir();
-        make_wheels(&work.path().join("wheels"));
+        // Root's, as a lab's wheel directory is: a lab-wide build may read it.
+        make_wheels(&tools.path().join("wheels"));
         std::os::unix::fs::chown(work.path(), Some(uid), Some(uid)).unwrap();
         Some(RootLab {
             d,
             uid,
             work,
-            _tools: tools,
+            tools,
         })
     }
 
     fn spec(&self, name: &str, pin: &str, setup: &str) -> String {
         let reqs = format!(
             "--no-index\n--find-links {}\n{pin}\n",
-            self.work.path().join("wheels").display()
+            self.tools.path().join("wheels").display()
         );
         std::fs::write(self.work.path().join(format!("{name}.txt")), reqs).unwrap();
         let yaml = format!(
@@ -640,9 +641,10 @@ fn a_lab_wide_cache_serves_every_user_from_one_read_only_build() {
 
 /// A lab-wide environment is immutable once built, to its builder too: the
 /// tree is root's (0755/0644), so the builder can neither add a `.pth` file,
-/// change a module nor swap the interpreter's link, and a descriptor their
-/// build kept open writes into a copy nobody uses. A labmate's job runs
-/// untouched.
+/// change a module nor swap the interpreter's link, and a writer their build
+/// left behind (`setsid`, a `.pth` file open) is ended before the seal. A
+/// labmate's job runs untouched (in an environment of its own: a `setup`
+/// script keys the environment to its builder).
 #[cfg(feature = "system-tests")]
 #[test]
 fn a_lab_wide_environment_cannot_be_changed_by_its_builder() {
@@ -654,21 +656,27 @@ fn a_lab_wide_environment_cannot_be_changed_by_its_builder() {
     let other_uid = ensure_user(OTHER);
     let pwned = format!("/tmp/gpuq-pwned-{other_uid}");
     let _ = std::fs::remove_file(&pwned);
-    let mark = lab.work.path().join("late-write-done");
-    // The builder's setup leaves a writer behind with a `.pth` file open.
+    // The builder's setup leaves a writer behind, in a session of its own,
+    // with a `.pth` file open; it says its pid (in a file per user: the
+    // labmate's build runs the same setup).
+    let pids = lab.work.path().join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    std::fs::set_permissions(&pids, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let setup = format!(
         "sp=$(echo \"$VIRTUAL_ENV\"/lib/python*/site-packages); exec 3>>\"$sp/gpuq_late.pth\"; \
-         (sleep 4; echo \"import os; open('/tmp/gpuq-pwned-' + str(os.getuid()), 'w')\" >&3; \
-         touch '{}') >/dev/null 2>&1 &",
-        mark.display()
+         setsid sh -c 'echo $$ > {p}/$(id -u); sleep 4; echo \"import os; open(\\\"/tmp/gpuq-pwned-\\\" + str(os.getuid()), \\\"w\\\")\" >&3' </dev/null >/dev/null 2>&1 & \
+         while [ ! -s {p}/$(id -u) ]; do sleep 0.1; done",
+        p = pids.display()
     );
     let spec = lab.spec("reqs", "gpuqdemo==1.0", &setup);
     let a = lab.submit(&spec);
     assert_eq!(lab.d.wait(a)["state"], "succeeded", "{}", lab.d.log(a));
     let venv = std::path::PathBuf::from(line_of(&lab.d.log(a), "venv"));
+    let writer = std::fs::read_to_string(pids.join(lab.uid.to_string())).unwrap();
     assert!(
-        eventually(Duration::from_secs(30), || mark.exists()),
-        "the late writer ran"
+        !Path::new("/proc").join(writer.trim()).exists(),
+        "the writer the build left ({}) still runs",
+        writer.trim()
     );
 
     // Everything in it is root's and nobody else may write it.
@@ -735,11 +743,11 @@ fn a_lab_wide_environment_cannot_be_changed_by_its_builder() {
         assert!(!out.status.success(), "the builder could {what}: {script}");
     }
 
-    // The labmate's job: the same environment, as it was built.
+    // The labmate's job: an environment of its own (the setup is the builder's).
     let b = lab.submit_as(OTHER, &[&spec]);
     assert_eq!(lab.d.wait(b)["state"], "succeeded", "{}", lab.d.log(b));
     let lb = lab.d.log(b);
-    assert_eq!(line_of(&lb, "venv"), venv.display().to_string());
+    assert_ne!(line_of(&lb, "venv"), venv.display().to_string());
     assert_eq!(line_of(&lb, "version"), "1.0", "{lb}");
     assert!(
         !Path::new(&pwned).exists(),
@@ -757,7 +765,26 @@ fn a_lab_wide_environment_leading_into_a_users_directory_is_refused() {
         return;
     };
     let mine = lab.work.path().join("mine");
+    let site = "\"$(echo \"$VIRTUAL_ENV\"/lib/python*/site-packages)\"";
     for (name, setup, says) in [
+        // Through a link of the environment's own to root's `/`: as text
+        // `h/...` stays inside, but it leads to the builder's directory.
+        (
+            "pth-via-link",
+            format!(
+                "ln -s / {site}/h; echo 'h{}' > {site}/gpuq_mine.pth",
+                mine.display()
+            ),
+            "adds to sys.path",
+        ),
+        (
+            "link-via-link",
+            format!(
+                "ln -s / {site}/h; ln -s 'h{}/evil.py' {site}/evil.py",
+                mine.display()
+            ),
+            "links to",
+        ),
         (
             "pth",
             format!(
@@ -793,5 +820,136 @@ fn a_lab_wide_environment_leading_into_a_users_directory_is_refused() {
             .iter()
             .all(|e| e["state"] != "ready"),
         "{envs}"
+    );
+}
+
+/// `gpuq submit ARGS` as `user` from `lab`'s work directory, with `vars` in
+/// the submitter's environment; the job's id.
+#[cfg(feature = "system-tests")]
+fn submit_with_env(lab: &RootLab, user: &str, vars: &[String], args: &[&str]) -> u64 {
+    let out = Command::new("runuser")
+        .args([
+            "-u",
+            user,
+            "--",
+            "env",
+            "-u",
+            "GPUQ_URL",
+            "-u",
+            "GPUQ_TOKEN",
+        ])
+        .args(vars)
+        .arg(format!("GPUQ_HOME={}", lab.d.path().display()))
+        .args(["GPUQ_NO_AUTOSTART=1", "NO_COLOR=1", GPUQ, "submit"])
+        .args(args)
+        .current_dir(lab.work.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out).trim().parse().unwrap()
+}
+
+/// A lab-wide environment is built from its key alone: the builder's own
+/// package sources (UV_FIND_LINKS in their environment, a uv.toml in their
+/// HOME, both offering a "newer" gpuqdemo of theirs) do not reach it, so the
+/// labmate who reuses it gets what the lab's requirements name.
+#[cfg(feature = "system-tests")]
+#[test]
+fn a_lab_wide_build_ignores_the_builders_package_sources() {
+    let Some(lab) = RootLab::new("shared = true\n") else {
+        return;
+    };
+    const OTHER: &str = "gpuqtestc";
+    ensure_user(OTHER);
+    // The builder's wheels: gpuqdemo 3.0, which the lab's wheel directory lacks.
+    let evil = lab.work.path().join("evil");
+    let ok = Command::new("python3")
+        .arg(repo_root().join("tests/envs/make_wheels.py"))
+        .arg(&evil)
+        .arg("3.0")
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let home = lab.work.path().join("home");
+    std::fs::create_dir_all(home.join(".config/uv")).unwrap();
+    std::fs::write(
+        home.join(".config/uv/uv.toml"),
+        format!("find-links = [\"{}\"]\n", evil.display()),
+    )
+    .unwrap();
+    lab.spec("reqs", "gpuqdemo", "true"); // writes reqs.txt: the lab's usual requirements
+    let vars = [
+        format!("UV_FIND_LINKS={}", evil.display()),
+        format!("HOME={}", home.display()),
+    ];
+    let args = ["--requirements", "reqs.txt", "--", "python", "-c", SHOW];
+    let a = submit_with_env(&lab, RootLab::USER, &vars, &args);
+    assert_eq!(lab.d.wait(a)["state"], "succeeded", "{}", lab.d.log(a));
+    let b = submit_with_env(&lab, OTHER, &[], &args);
+    assert_eq!(lab.d.wait(b)["state"], "succeeded", "{}", lab.d.log(b));
+    let (la, lb) = (lab.d.log(a), lab.d.log(b));
+    assert_eq!(
+        line_of(&la, "venv"),
+        line_of(&lb, "venv"),
+        "one environment"
+    );
+    assert_eq!(
+        line_of(&lb, "version"),
+        "2.0",
+        "the labmate got the builder's wheel: {lb}"
+    );
+    assert_eq!(line_of(&la, "version"), "2.0", "{la}");
+    let envs = lab.d.json(&["envs", "--json"]);
+    assert_eq!(envs[0]["builds"], 1, "{envs}");
+}
+
+/// A requirements file that reads a file of the builder's (`-r /their/x.txt`)
+/// is not as good as its key: that environment is the builder's alone, and a
+/// labmate with the same requirements gets a build of their own, from what
+/// the file says then.
+#[cfg(feature = "system-tests")]
+#[test]
+fn a_lab_wide_build_reading_a_builders_file_is_theirs_alone() {
+    let Some(lab) = RootLab::new("shared = true\n") else {
+        return;
+    };
+    const OTHER: &str = "gpuqtestc";
+    ensure_user(OTHER);
+    let extra = lab.work.path().join("extra.txt");
+    std::fs::write(&extra, "gpuqdemo==2.0\n").unwrap();
+    lab.spec("reqs", &format!("-r {}", extra.display()), "true");
+    let args = ["--requirements", "reqs.txt", "--", "python", "-c", SHOW];
+    let a = lab.submit_as(RootLab::USER, &args);
+    assert_eq!(lab.d.wait(a)["state"], "succeeded", "{}", lab.d.log(a));
+    assert_eq!(line_of(&lab.d.log(a), "version"), "2.0");
+    // The builder puts the file back as the lab knows it.
+    std::fs::write(&extra, "gpuqdemo==1.0\n").unwrap();
+    let b = lab.submit_as(OTHER, &args);
+    assert_eq!(lab.d.wait(b)["state"], "succeeded", "{}", lab.d.log(b));
+    let (la, lb) = (lab.d.log(a), lab.d.log(b));
+    assert_ne!(line_of(&la, "venv"), line_of(&lb, "venv"));
+    assert_eq!(line_of(&lb, "version"), "1.0", "{lb}");
+}
+
+/// Sealing copies at most `[envs] max_size`: a build that leaves more fails,
+/// saying so, and is never used.
+#[cfg(feature = "system-tests")]
+#[test]
+fn a_lab_wide_build_past_the_size_cap_fails_saying_so() {
+    let Some(lab) = RootLab::new("shared = true\nmax_size = \"1M\"\n") else {
+        return;
+    };
+    let spec = lab.spec(
+        "big",
+        "gpuqdemo==1.0",
+        "head -c 3000000 /dev/zero > \"$VIRTUAL_ENV/pad\"",
+    );
+    let job = lab.submit(&spec);
+    let end = lab.d.wait(job);
+    assert_eq!(end["state"], "failed", "{end}");
+    let reason = end["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("cannot be shared read-only") && reason.contains("envs.max_size"),
+        "{reason}"
     );
 }

@@ -9,6 +9,7 @@
 //! size cap, the least recently used environments no queued or running job
 //! needs are removed, by their owner.
 
+use super::envs_inputs::{build_env, hermetic_env, root_alone};
 use super::{Inner, Service};
 use gpuq_api::home::now_ms;
 use gpuq_api::repro::RuntimeEnvironment;
@@ -53,35 +54,6 @@ pub(super) struct EnvJobs {
     images: BTreeMap<JobId, String>,
 }
 
-/// The build's environment: what uv, pip and a setup script read from the
-/// submitter's (never the daemon's own).
-fn build_env(submitted: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    submitted
-        .iter()
-        .filter(|(k, _)| {
-            k.starts_with("UV_")
-                || k.starts_with("PIP_")
-                || k.starts_with("SSL_CERT")
-                || k.starts_with("REQUESTS_CA")
-                || matches!(
-                    k.to_ascii_lowercase().as_str(),
-                    "path"
-                        | "home"
-                        | "user"
-                        | "logname"
-                        | "lang"
-                        | "http_proxy"
-                        | "https_proxy"
-                        | "no_proxy"
-                        | "all_proxy"
-                        | "xdg_cache_home"
-                        | "tmpdir"
-                )
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
 fn describe_source(spec: &JobSpec) -> String {
     let Some(py) = &spec.python else {
         return String::new();
@@ -121,7 +93,7 @@ impl Service {
     /// unless the cache is lab-wide.
     pub(super) fn env_key_of(&self, job: &Job) -> Option<String> {
         job.spec.python.as_ref()?;
-        let owner = if self.config.envs.shared {
+        let owner = if self.lab_wide(&job.spec) {
             None
         } else {
             Some(match self.run_as(&job.user) {
@@ -137,6 +109,23 @@ impl Service {
             spec.setup = Some(format!("{}\0{}", spec.setup.unwrap_or_default(), job.cwd));
         }
         pyenv::env_key(&spec, &platform, owner)
+    }
+
+    /// The environment of `spec` is one for the whole lab (keyed without its
+    /// owner, built hermetically): the cache is lab-wide and the build reads
+    /// nothing its key does not hold but files root alone can change. A build
+    /// that depends on its builder (a `setup` script, a relative path, a file
+    /// of theirs) gets an environment keyed to them, so only they use it.
+    fn lab_wide(&self, spec: &JobSpec) -> bool {
+        self.config.envs.shared
+            && pyenv::outside_inputs(spec).is_ok_and(|paths| paths.iter().all(|p| root_alone(p)))
+    }
+
+    /// The build of `spec` runs hermetically (see `BuildRequest::hermetic`):
+    /// every lab-wide one, whatever a path's owner does between submit and
+    /// build (so also one keyed to its owner only for an absolute path of theirs).
+    fn hermetic(&self, spec: &JobSpec) -> bool {
+        self.config.envs.shared && pyenv::outside_inputs(spec).is_ok()
     }
 
     /// Puts a queued job in the scheduler's queue; one whose environment is
@@ -280,13 +269,25 @@ impl Service {
         let run_as = self.run_as(&user)?;
         let py = info.spec.python.clone().unwrap_or_default();
         let inputs = py.inputs.clone().unwrap_or_default();
-        let uv = self
-            .config
-            .envs
-            .uv
-            .clone()
-            .or_else(|| which("uv"))
-            .unwrap_or_else(|| "uv".into());
+        let hermetic = self.hermetic(&info.spec);
+        let uv = match self.config.envs.uv.clone() {
+            Some(uv) if uv.contains('/') => uv,
+            name => {
+                let name = name.unwrap_or_else(|| "uv".into());
+                match which(&name) {
+                    Some(uv) => uv,
+                    // A lab-wide build never runs a uv its submitter chose.
+                    None if hermetic => {
+                        return Err(format!(
+                            "there is no `{name}` on the daemon's PATH, and a lab-wide environment \
+                             is built only with the daemon's uv: name it in gpuq.toml \
+                             (`uv = \"/path/to/uv\"` under [envs])"
+                        ))
+                    }
+                    None => name,
+                }
+            }
+        };
         let req = BuildRequest {
             key: key.to_string(),
             dir: Default::default(),
@@ -301,11 +302,16 @@ impl Service {
             setup: info.spec.setup.clone(),
             cwd: info.cwd.clone(),
             uv: uv.into(),
-            env: build_env(&info.env),
+            env: if hermetic {
+                hermetic_env()
+            } else {
+                build_env(&info.env)
+            },
             uid: None,
             gid: None,
             groups: Vec::new(),
             shared: self.config.envs.shared,
+            hermetic,
         };
         {
             let mut inner = self.lock();
@@ -459,7 +465,8 @@ impl Service {
     /// A lab-wide environment, just built, made immutable (`EnvCache::seal`):
     /// ready only once nobody but the daemon's account can change it.
     fn seal_env(&self, key: &str, now: Millis, built: EnvBuilt) -> EnvBuilt {
-        let seal = self.env_cache().seal(key, now);
+        let cap = self.config.envs.max_size.mib().saturating_mul(1 << 20);
+        let seal = self.env_cache().seal(key, now, cap);
         if let Some(path) = seal.retired {
             let owner = self.lock().store.env(key).ok().flatten().map(|r| r.user);
             self.remove_as(&path, owner.as_deref());
@@ -752,10 +759,12 @@ impl Service {
             }
             name => {
                 let name = name.unwrap_or("uv");
+                // A lab-wide build runs only the daemon's uv.
                 let found = which(name).is_some()
-                    || env
-                        .get("PATH")
-                        .is_some_and(|p| which_in(std::ffi::OsStr::new(p), name).is_some());
+                    || !self.hermetic(spec)
+                        && env
+                            .get("PATH")
+                            .is_some_and(|p| which_in(std::ffi::OsStr::new(p), name).is_some());
                 if found {
                     return Ok(());
                 }

@@ -10,6 +10,7 @@ mod backend_events;
 pub mod costs;
 mod cpu;
 mod envs;
+mod envs_inputs;
 mod explain;
 mod housekeeping;
 mod input;
