@@ -953,3 +953,35 @@ fn a_lab_wide_build_past_the_size_cap_fails_saying_so() {
         "{reason}"
     );
 }
+
+/// A lab-wide build runs only the daemon's uv: with none on the daemon's
+/// PATH, a uv on the submitter's PATH (which they could have written) is not
+/// taken; the submit is refused, saying so. A private cache still takes it.
+#[test]
+fn a_lab_wide_build_never_runs_the_submitters_uv() {
+    let Some(uv) = test_uv() else { return };
+    let theirs = uv.parent().unwrap().to_str().unwrap().to_string();
+    let empty = tempfile::tempdir().unwrap();
+    let bare = empty.path().to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("reqs.txt"), "gpuqdemo\n").unwrap();
+    let submit = |d: &Daemon| {
+        d.cmd(&["submit", "--requirements", "reqs.txt", "--", "true"])
+            .current_dir(dir.path())
+            .env("PATH", format!("{theirs}:/usr/bin:/bin"))
+            .output()
+            .unwrap()
+    };
+    let d = Daemon::start_configured("none", Some("[envs]\nshared = true\n"), &[("PATH", bare)]);
+    let out = submit(&d);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("lab-wide") && err.contains("no `uv` on the daemon's PATH"),
+        "{err}"
+    );
+    assert_eq!(d.json(&["ls", "--json", "--all"]), serde_json::json!([]));
+    let d = Daemon::start_configured("none", None, &[("PATH", bare)]);
+    let out = submit(&d);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

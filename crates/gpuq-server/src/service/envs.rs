@@ -770,7 +770,11 @@ impl Service {
                 }
                 Err(gpuq_core::SpecError::new(
                     "python",
-                    format!("the environment is built with uv, and there is no `{name}` on the daemon's PATH or yours: {fix}"),
+                    if self.hermetic(spec) {
+                        format!("the environment is lab-wide, built only with the daemon's uv, and there is no `{name}` on the daemon's PATH: {fix}")
+                    } else {
+                        format!("the environment is built with uv, and there is no `{name}` on the daemon's PATH or yours: {fix}")
+                    },
                 ))
             }
         }
