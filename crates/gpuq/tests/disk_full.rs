@@ -8,28 +8,11 @@ use common::*;
 use std::process::Command;
 use std::time::Duration;
 
-struct Mount(std::path::PathBuf);
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_full_disk_refuses_submits_cleanly_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("small");
-    std::fs::create_dir(&mnt).unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=3m", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(
-        ok.success(),
-        "mounting a tmpfs needs root: run as root or without the system-tests feature"
-    );
-    let _mount = Mount(mnt.clone());
+    let disk = SmallDisk::mount(dir.path(), "3m");
+    let mnt = disk.path().to_path_buf();
 
     let d = Daemon::start_in(&mnt.join("home"), "none");
     let before: Vec<u64> = (0..3).map(|_| d.submit(&["--", "true"])).collect();
@@ -80,32 +63,11 @@ fn a_full_disk_refuses_submits_cleanly_and_loses_nothing() {
     );
 }
 
-/// Free bytes on the filesystem holding `path`.
-fn free_bytes(path: &std::path::Path) -> u64 {
-    let out = Command::new("df")
-        .args(["--output=avail", "-B1"])
-        .arg(path)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .nth(1)
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or(u64::MAX)
-}
-
 #[test]
 fn a_job_that_fills_the_disk_has_its_end_recorded_once_space_returns() {
     let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("small");
-    std::fs::create_dir(&mnt).unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(ok.success(), "mounting a tmpfs needs root");
-    let _mount = Mount(mnt.clone());
+    let disk = SmallDisk::mount(dir.path(), "4m");
+    let mnt = disk.path().to_path_buf();
 
     let d = Daemon::start_in(&mnt.join("home"), "sim:1");
     let filler = d.submit(&[
@@ -152,15 +114,8 @@ fn a_job_printing_without_end_stops_short_of_the_databases_disk() {
     // Another account reaches the daemon's socket under it.
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mnt = dir.path().join("small");
-    std::fs::create_dir(&mnt).unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=24m", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(ok.success(), "mounting a tmpfs needs root");
-    let _mount = Mount(mnt.clone());
+    let disk = SmallDisk::mount(dir.path(), "24m");
+    let mnt = disk.path().to_path_buf();
     let home = mnt.join("home");
     std::fs::create_dir_all(&home).unwrap();
     // Logs may be large (1G each): only the reserve stands between the job and a full disk.

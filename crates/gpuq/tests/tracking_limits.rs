@@ -96,26 +96,6 @@ mod at_the_reserve {
     use super::*;
     use std::time::Duration;
 
-    struct Mount(std::path::PathBuf);
-    impl Drop for Mount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-
-    fn free_bytes(path: &std::path::Path) -> u64 {
-        let out = Command::new("df")
-            .args(["--output=avail", "-B1"])
-            .arg(path)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .nth(1)
-            .and_then(|l| l.trim().parse().ok())
-            .unwrap_or(u64::MAX)
-    }
-
     fn upload(d: &Daemon, run: &str, name: &str, file: &std::path::Path) -> (u16, String) {
         call(
             d,
@@ -144,15 +124,8 @@ mod at_the_reserve {
     #[test]
     fn uploads_runs_and_params_stop_at_the_disk_reserve_and_submits_go_on() {
         let dir = tempfile::tempdir().unwrap();
-        let mnt = dir.path().join("small");
-        std::fs::create_dir(&mnt).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=48m", "tmpfs"])
-            .arg(&mnt)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "mounting a tmpfs needs root");
-        let _mount = Mount(mnt.clone());
+        let disk = SmallDisk::mount(dir.path(), "48m");
+        let mnt = disk.path().to_path_buf();
         let home = mnt.join("home");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(

@@ -559,3 +559,48 @@ pub fn make_wheels(dir: &Path) {
         .unwrap();
     assert!(ok.success(), "make_wheels.py failed");
 }
+
+/// A tmpfs of `size` (e.g. "24m") mounted at `DIR/small` for a full-disk test
+/// (root only); unmounted when dropped.
+pub struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    pub fn mount(dir: &Path, size: &str) -> Self {
+        let mnt = dir.join("small");
+        std::fs::create_dir(&mnt).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&mnt)
+            .status()
+            .unwrap();
+        assert!(
+            ok.success(),
+            "mounting a tmpfs needs root: run as root or without the system-tests feature"
+        );
+        SmallDisk(mnt)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Free bytes on the filesystem holding `path`.
+pub fn free_bytes(path: &Path) -> u64 {
+    let out = Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(u64::MAX)
+}
