@@ -827,24 +827,9 @@ fn a_lab_wide_environment_leading_into_a_users_directory_is_refused() {
 /// the submitter's environment; the job's id.
 #[cfg(feature = "system-tests")]
 fn submit_with_env(lab: &RootLab, user: &str, vars: &[String], args: &[&str]) -> u64 {
-    let out = Command::new("runuser")
-        .args([
-            "-u",
-            user,
-            "--",
-            "env",
-            "-u",
-            "GPUQ_URL",
-            "-u",
-            "GPUQ_TOKEN",
-        ])
-        .args(vars)
-        .arg(format!("GPUQ_HOME={}", lab.d.path().display()))
-        .args(["GPUQ_NO_AUTOSTART=1", "NO_COLOR=1", GPUQ, "submit"])
-        .args(args)
-        .current_dir(lab.work.path())
-        .output()
-        .unwrap();
+    let vars: Vec<&str> = vars.iter().map(String::as_str).collect();
+    let argv: Vec<&str> = ["submit"].iter().chain(args).copied().collect();
+    let out = as_user_with_env(lab.d.path(), user, lab.work.path(), &vars, &argv);
     assert!(out.status.success(), "{}", stderr(&out));
     stdout(&out).trim().parse().unwrap()
 }

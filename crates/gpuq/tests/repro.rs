@@ -553,27 +553,13 @@ fn a_private_diff_untracked_names_and_packages_are_the_owners_and_admins_only() 
         .unwrap()
         .success());
     std::fs::set_permissions(&repo, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let out = Command::new("runuser")
-        .args([
-            "-u",
-            ALICE,
-            "--",
-            "env",
-            "-u",
-            "GPUQ_URL",
-            "-u",
-            "GPUQ_TOKEN",
-        ])
-        .arg(format!("GPUQ_HOME={}", d.path().display()))
-        .args([
-            "GPUQ_NO_AUTOSTART=1",
-            "XDG_CACHE_HOME=/tmp/gpuqtesta-cache",
-            GPUQ,
-        ])
-        .args(["submit", "--", "true"])
-        .current_dir(&repo)
-        .output()
-        .unwrap();
+    let out = as_user_with_env(
+        d.path(),
+        ALICE,
+        &repo,
+        &["XDG_CACHE_HOME=/tmp/gpuqtesta-cache"],
+        &["submit", "--", "true"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let from_repo = stdout(&out).trim().to_string();
     // A capture with packages, through the raw API as Alice.

@@ -497,6 +497,17 @@ pub fn as_user(d: &Daemon, user: &str, args: &[&str]) -> Output {
 
 /// Runs gpuq as a local user for the daemon of `home`, from the directory `cwd`.
 pub fn as_user_in(home: &Path, user: &str, cwd: &Path, args: &[&str]) -> Output {
+    as_user_with_env(home, user, cwd, &[], args)
+}
+
+/// `as_user_in` with `vars` (`NAME=VALUE`) added to the user's environment.
+pub fn as_user_with_env(
+    home: &Path,
+    user: &str,
+    cwd: &Path,
+    vars: &[&str],
+    args: &[&str],
+) -> Output {
     Command::new("runuser")
         .args([
             "-u",
@@ -508,6 +519,7 @@ pub fn as_user_in(home: &Path, user: &str, cwd: &Path, args: &[&str]) -> Output 
             "-u",
             "GPUQ_TOKEN",
         ])
+        .args(vars)
         .arg(format!("GPUQ_HOME={}", home.display()))
         .arg("GPUQ_NO_AUTOSTART=1")
         .arg("NO_COLOR=1")
