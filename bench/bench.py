@@ -5,6 +5,7 @@
   python3 bench/bench.py latency    [--samples 300]
   python3 bench/bench.py queued     [--queued 50000] [--samples 500]
   python3 bench/bench.py telemetry  [--seconds 60] [--gpus 8]
+  python3 bench/bench.py confinement [--samples 200] [--jobs 500] [--rounds 3]   (as root)
 
 Uses the release binary (cargo build --release). Standard library only.
 """
@@ -286,6 +287,52 @@ def telemetry(args):
         os.unlink(state.name)
 
 
+def start_latency(d, gpus):
+    """Submit request sent -> the job's first instruction, in ms (one sample)."""
+    t0 = time.time_ns()
+    job_id = d.submit(["date", "+%s%N"], gpus=gpus)
+    job = d.wait(job_id)
+    assert job["state"] == "succeeded", job
+    started = int(open(os.path.join(d.home, "jobs", str(job_id), "attempt-1.log")).read().strip())
+    return (started - t0) / 1e6
+
+
+def confinement(args):
+    """What a job's cgroup costs: the same daemon settings with confinement off
+    and on (devices, memory, cores, processes), rounds alternated so drift in
+    the machine's speed falls on both sides alike."""
+    if os.geteuid() != 0:
+        sys.exit("confinement needs root (the daemon makes cgroups)")
+    modes = {
+        "confinement off": '[confinement]\nmode = "off"\n',
+        "cgroup v1 (devices controller)": '[confinement]\ndevices = "v1"\n',
+        "cgroup v2 device program (BPF)": '[confinement]\ndevices = "bpf"\n',
+    }
+    lat = {m: [] for m in modes}
+    thr = {m: [] for m in modes}
+    for _ in range(args.rounds):
+        for name, config in modes.items():
+            d = Daemon(gpus="sim:2", config=config)
+            try:
+                lat[name] += [start_latency(d, 1) for _ in range(args.samples // args.rounds)]
+                t = time.perf_counter()
+                ids = [d.submit([TRUE], gpus=1) for _ in range(args.jobs)]
+                for i in ids:
+                    assert d.wait(i)["state"] == "succeeded"
+                thr[name].append(args.jobs / (time.perf_counter() - t))
+            finally:
+                d.close()
+    base = "confinement off"
+    print(f"one-GPU jobs on `--gpus sim:2`, {args.rounds} alternated rounds ({os.cpu_count()} cores)\n")
+    print("| daemon | start p50 ms | start p99 ms | p50 vs off | jobs/s (median round) | throughput vs off |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in modes:
+        p50 = pct(lat[name], 50)
+        tput = statistics.median(thr[name])
+        print(f"| {name} | {p50:.2f} | {pct(lat[name], 99):.2f} | {p50 / pct(lat[base], 50):.2f}x"
+              f" | {tput:.0f} | {tput / statistics.median(thr[base]):.2f}x |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="bench", required=True)
@@ -301,10 +348,15 @@ def main():
     m = sub.add_parser("telemetry")
     m.add_argument("--seconds", type=int, default=60)
     m.add_argument("--gpus", type=int, default=8)
+    c = sub.add_parser("confinement")
+    c.add_argument("--samples", type=int, default=200)
+    c.add_argument("--jobs", type=int, default=500)
+    c.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     if not os.path.exists(GPUQ):
         sys.exit("build first: cargo build --release")
-    {"throughput": throughput, "latency": latency, "queued": queued, "telemetry": telemetry}[args.bench](args)
+    {"throughput": throughput, "latency": latency, "queued": queued, "telemetry": telemetry,
+     "confinement": confinement}[args.bench](args)
 
 
 if __name__ == "__main__":
