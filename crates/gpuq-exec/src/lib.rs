@@ -18,6 +18,7 @@ pub mod slurm;
 pub mod slurm_cluster;
 pub mod supervisor;
 pub mod terminal;
+mod usage;
 
 pub use backend::{
     AttemptEvent, Backend, BackendInfo, EventSink, Launch, OutsideEnd, Reattached, Recorded,
@@ -27,6 +28,7 @@ pub use local::{LaunchRequest, LocalExecutor};
 pub use local_backend::LocalBackend;
 pub use slurm_cluster::SlurmCluster;
 pub use supervisor::{supervise, Credentials, ExitRecord, Supervision};
+pub use usage::CgroupUsage;
 
 /// The local account a job runs as, when the daemon runs as root for several users.
 #[derive(Debug, Clone, PartialEq, Eq)]

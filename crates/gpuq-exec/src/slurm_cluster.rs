@@ -147,6 +147,7 @@ fn slurm_record(status: Option<&SlurmStatus>, killed: bool, now: i64) -> Option<
         spawn_error: None,
         cannot_start: false,
         ended_at_ms: now,
+        usage: None,
     };
     let said = status.and_then(|s| {
         let (code, sig) = s.exit?;

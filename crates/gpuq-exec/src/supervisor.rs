@@ -32,6 +32,10 @@ pub struct ExitRecord {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cannot_start: bool,
     pub ended_at_ms: i64,
+    /// What the attempt's cgroup counted (memory peak and limit, CPU time,
+    /// an OOM kill); `None` where the job ran unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::CgroupUsage>,
 }
 
 impl ExitRecord {
@@ -43,6 +47,7 @@ impl ExitRecord {
             spawn_error: Some(why),
             cannot_start: false,
             ended_at_ms: at_ms,
+            usage: None,
         }
     }
 
@@ -350,6 +355,7 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
                 spawn_error: None,
                 cannot_start: false,
                 ended_at_ms: now_ms(),
+                usage: None,
             }
         }
     };

@@ -140,6 +140,7 @@ impl Service {
                         spawn_error: None,
                         cannot_start: false,
                         ended_at_ms: now_ms(),
+                        usage: None,
                     })
                 }
                 None => {}

@@ -329,6 +329,7 @@ mod tests {
             spawn_error: None,
             cannot_start: false,
             ended_at_ms: 0,
+            usage: None,
         }
     }
 
@@ -544,6 +545,7 @@ mod tests {
             spawn_error: None,
             cannot_start: false,
             ended_at_ms: 0,
+            usage: None,
         };
         let stop = Stop {
             cause: StopCause::Cancel { by: "alice".into() },
