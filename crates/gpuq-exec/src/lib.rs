@@ -5,6 +5,7 @@
 //! daemon restart and its end is never missed.
 
 pub mod backend;
+pub mod cgroup;
 pub mod container;
 pub mod envbuild;
 pub mod envseal;

@@ -28,6 +28,15 @@ pub struct GpuInfo {
     pub uuid: String,
     pub model: String,
     pub memory_mib: u64,
+    /// The device's minor number: its node is `/dev/nvidiaN` (character device
+    /// 195:N), which is not always its index. `None`: NVML could not say.
+    /// A simulated GPU i stands for 195:i.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minor: Option<u32>,
+    /// The PCI bus id (`00000000:07:00.0`), which names its NUMA-local CPUs in
+    /// sysfs; `None` for simulated GPUs or when NVML could not say.
+    #[serde(skip)]
+    pub bus_id: Option<String>,
 }
 
 /// Where the GPUs come from: `--gpus auto|none|sim:N|sim:2xA100:80,2xL4:24`.
@@ -155,6 +164,8 @@ fn simulated(groups: &[(u32, String, u64)]) -> Vec<GpuInfo> {
                 uuid: format!("GPU-5157{i:04x}-0000-4000-8000-000000000000"),
                 model: model.clone(),
                 memory_mib: gib * 1024,
+                minor: Some(i),
+                bus_id: None,
             });
         }
     }
@@ -194,6 +205,8 @@ mod nvml {
                     .memory_info()
                     .map(|m| m.total / (1024 * 1024))
                     .unwrap_or(0),
+                minor: dev.minor_number().ok(),
+                bus_id: dev.pci_info().ok().map(|p| p.bus_id),
             });
         }
         let n = count as usize;

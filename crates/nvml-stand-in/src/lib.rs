@@ -75,6 +75,9 @@ struct Dev {
     name: String,
     #[serde(default)]
     bus_id: Option<String>,
+    /// The device's minor number (`/dev/nvidiaN`); default: its index.
+    #[serde(default)]
+    minor: Option<u32>,
     #[serde(default = "n64::<85899345920>")]
     memory_total: u64,
     #[serde(default)]
@@ -346,6 +349,7 @@ macro_rules! device_getters {
 
 device_getters! {
     nvmlDeviceGetIndex() -> c_uint = |(i, _)| Ok(i as c_uint);
+    nvmlDeviceGetMinorNumber() -> c_uint = |(i, d)| Ok(d.minor.unwrap_or(i as c_uint));
     nvmlDeviceGetPciInfo_v3() -> PciInfo = |(i, d)| Ok(pci_info(i, &d));
     nvmlDeviceGetMemoryInfo() -> Memory = |(_, d)| Ok(Memory {
         total: d.memory_total,
