@@ -223,7 +223,8 @@ impl Detectors {
         out
     }
 
-    /// A job's attempt ended in failure (`oom`: the log shows CUDA out of memory).
+    /// A job's attempt ended in failure (`oom`: it ran out of memory, GPU
+    /// memory by its log or its memory limit by its cgroup; `what` says which).
     pub fn job_failed(
         &mut self,
         now: Millis,
@@ -236,7 +237,8 @@ impl Detectors {
         let (kind, msg) = if oom {
             (
                 AlertKind::JobOom,
-                format!("job {job} ({user}) ran out of GPU memory (CUDA OOM): {what}"),
+                // `what` begins with which memory: "CUDA out of memory (…", "out of memory: the job's limit is …".
+                format!("job {job} ({user}): {what}"),
             )
         } else {
             (

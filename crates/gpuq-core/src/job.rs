@@ -79,6 +79,32 @@ pub struct Attempt {
     /// The Slurm job that ran this attempt (Slurm backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_job_id: Option<u64>,
+    /// Memory and CPU as the attempt's cgroup counted them (after it ended,
+    /// when it ran confined).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_usage: Option<HostUsage>,
+}
+
+/// What an attempt's cgroup counted: memory (peak and limit), CPU time, and
+/// whether the kernel killed a process of the job at its memory limit. Every
+/// figure is null when unknown (a controller the host does not give), never 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostUsage {
+    /// The kernel's OOM killer acted inside the job's memory limit.
+    #[serde(default)]
+    pub oom_killed: bool,
+    /// Highest memory use of all the job's processes together, in bytes.
+    #[serde(default)]
+    pub memory_peak_bytes: Option<u64>,
+    /// Its memory limit, in bytes; null: no limit of its own.
+    #[serde(default)]
+    pub memory_limit_bytes: Option<u64>,
+    /// CPU time (user + system) of all its processes, in seconds.
+    #[serde(default)]
+    pub cpu_seconds: Option<f64>,
+    /// Cores it was given; null: none reserved (it shared the unreserved cores).
+    #[serde(default)]
+    pub cpus: Option<u32>,
 }
 
 /// One row of a job's history.

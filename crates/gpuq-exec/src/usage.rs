@@ -22,6 +22,10 @@ pub struct CgroupUsage {
     /// User plus system CPU time of every process of the job, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds: Option<f64>,
+    /// Cores of its cpuset; `None`: no cpuset of its own (it shared the
+    /// cores no job reserved). With the CPU time, how busy its cores were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
 }
 
 // An exit record is compared whole (tests, re-attach); a CPU time is never NaN

@@ -101,6 +101,8 @@ pub struct AttemptEnd {
     pub event: String,
     /// The attempt's GPU figures, when telemetry saw it run.
     pub gpu_usage: Option<gpuq_core::telemetry::JobGpuUsage>,
+    /// Its memory and CPU as its cgroup counted them, when it ran confined.
+    pub host_usage: Option<gpuq_core::job::HostUsage>,
     /// Back in the queue held by this (a sweep trial paused at its rung, which
     /// waits for promotion without holding a GPU); with a `Queued` next state only.
     pub held_by: Option<String>,
@@ -401,8 +403,8 @@ impl Store {
                 )?;
             }
             tx.execute(
-                "UPDATE attempts SET ended_at = ?3, exit_code = ?4, signal = ?5, reason = ?6, gpu_usage = ?7 \
-                 WHERE job_id = ?1 AND attempt = ?2",
+                "UPDATE attempts SET ended_at = ?3, exit_code = ?4, signal = ?5, reason = ?6, gpu_usage = ?7, \
+                 host_usage = ?8 WHERE job_id = ?1 AND attempt = ?2",
                 params![
                     end.job,
                     end.attempt,
@@ -410,7 +412,8 @@ impl Store {
                     end.exit_code,
                     end.signal,
                     end.reason,
-                    end.gpu_usage.as_ref().and_then(|u| serde_json::to_string(u).ok())
+                    end.gpu_usage.as_ref().and_then(|u| serde_json::to_string(u).ok()),
+                    end.host_usage.as_ref().and_then(|u| serde_json::to_string(u).ok())
                 ],
             )?;
             let ended_at = end.next_state.is_terminal().then_some(now);
@@ -702,7 +705,7 @@ impl Store {
     pub fn attempts(&self, job: JobId) -> Result<Vec<Attempt>> {
         let mut stmt = self.conn.prepare(
             "SELECT job_id, attempt, node, gpus, started_at, ended_at, exit_code, signal, reason, gpu_usage, rate_micros, \
-             slurm_job_id FROM attempts \
+             slurm_job_id, host_usage FROM attempts \
              WHERE job_id = ?1 ORDER BY attempt",
         )?;
         let rows = stmt.query_map([job], |r| {
@@ -722,6 +725,9 @@ impl Store {
                     .and_then(|u| serde_json::from_str(&u).ok()),
                 rate_per_hour: r.get::<_, Option<i64>>(10)?.map(Micros),
                 slurm_job_id: r.get(11)?,
+                host_usage: r
+                    .get::<_, Option<String>>(12)?
+                    .and_then(|u| serde_json::from_str(&u).ok()),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -262,6 +262,15 @@ CREATE TABLE metric_drops (
     PRIMARY KEY (run_id, reason)
 ) WITHOUT ROWID;
 "#,
+    // What an attempt's cgroup counted (peak and limit of memory, CPU time,
+    // an OOM kill, its cores: `gpuq_core::job::HostUsage` as JSON), written
+    // with its end. A column of its own beside `gpu_usage`, which it mirrors
+    // (figures of the attempt's end, read with the attempt, never searched in
+    // SQL), rather than inside `runtime`: that is the record of what the
+    // attempt ran on, written at its start and shown to reproduce it.
+    r#"
+ALTER TABLE attempts ADD COLUMN host_usage TEXT;
+"#,
 ];
 
 /// WAL for concurrent readers and cheap commits; synchronous=NORMAL: a commit is

@@ -54,9 +54,22 @@ fn a_job_goes_through_its_life_with_events() {
         eligible_at: None,
         event: "succeeded".into(),
         gpu_usage: None,
+        host_usage: Some(gpuq_core::job::HostUsage {
+            oom_killed: false,
+            memory_peak_bytes: Some(9 << 30),
+            memory_limit_bytes: Some(64 << 30),
+            cpu_seconds: Some(11_520.5),
+            cpus: Some(8),
+        }),
         held_by: None,
     };
     store.finish_attempt(&end, 3000).unwrap();
+    // The cgroup's figures come back with the attempt, as they were counted.
+    assert_eq!(
+        store.attempts(1).unwrap()[0].host_usage,
+        end.host_usage,
+        "peak, limit, CPU time and cores of the attempt"
+    );
     let done = store.job(1).unwrap().unwrap();
     assert_eq!(
         (done.state, done.exit_code, done.ended_at),
@@ -124,6 +137,7 @@ fn retry_requeues_and_the_next_attempt_counts_up() {
         eligible_at: Some(10),
         event: "retry".into(),
         gpu_usage: None,
+        host_usage: None,
         held_by: None,
     };
     store.finish_attempt(&end, 2).unwrap();

@@ -818,6 +818,7 @@ impl Service {
                 eligible_at: out.eligible_at,
                 event: out.event.to_string(),
                 gpu_usage,
+                host_usage: outcome::host_usage(record),
                 held_by,
             };
             // On failure it stays running in memory: freeing GPUs the store still

@@ -32,7 +32,8 @@ pub struct Outcome {
     pub eligible_at: Option<Millis>,
     /// Event kind for the history.
     pub event: &'static str,
-    /// The log shows the job ran out of GPU memory.
+    /// It ran out of memory: GPU memory (its log says so) or its memory
+    /// limit (its cgroup counted an OOM kill).
     pub oom: bool,
 }
 
@@ -152,6 +153,13 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
     if exit_code == Some(EXIT_REQUEUE) && signal.is_none() {
         return requeued_by_the_job(e);
     }
+    if let Some(usage) = e
+        .record
+        .and_then(|r| r.usage.as_ref())
+        .filter(|u| u.oom_killed)
+    {
+        return out_of_memory_limit(e, usage, &how);
+    }
     if let Some(marker) = OOM_MARKERS.iter().find(|m| e.log_tail.contains(*m)) {
         return Outcome {
             next_state: JobState::Failed,
@@ -207,6 +215,52 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
             oom: false,
         }
     }
+}
+
+/// The kernel killed a process of the job at its memory limit, as its cgroup
+/// counted (whichever process it was: a job that exited non-zero after losing
+/// a worker ran out of memory too). Not retried: the same run needs the same
+/// memory, and a retry would only wait for the same kill.
+fn out_of_memory_limit(e: &Ended<'_>, usage: &gpuq_exec::CgroupUsage, how: &str) -> Outcome {
+    let limit = match usage.memory_limit_bytes {
+        Some(limit) => format!(
+            "the job's limit is {}",
+            gpuq_core::advice::bytes_text(limit)
+        ),
+        None => "the job's memory limit was reached".to_string(),
+    };
+    let more = usage
+        .memory_limit_bytes
+        .map(|l| {
+            let ask = gpuq_core::advice::memory_to_ask(l as f64 * 1.5);
+            format!(" (e.g. --mem {})", gpuq_core::advice::mem_flag(ask))
+        })
+        .unwrap_or_default();
+    Outcome {
+        next_state: JobState::Failed,
+        reason: format!(
+            "out of memory: {limit} ({how}; the kernel's OOM killer stopped it at the limit). Not retried: \
+             the same run would run out again. Ask for more with --mem{more}, or lower what it holds, then \
+             `gpuq requeue`"
+        ),
+        failures: e.failures + 1,
+        eligible_at: None,
+        event: "failed",
+        oom: true,
+    }
+}
+
+/// What the attempt's cgroup counted, as stored with its end and shown by
+/// `show`, `top`, the dashboard and `advise`; `None` when it ran unconfined.
+pub fn host_usage(record: Option<&ExitRecord>) -> Option<gpuq_core::job::HostUsage> {
+    let u = record?.usage.as_ref()?;
+    Some(gpuq_core::job::HostUsage {
+        oom_killed: u.oom_killed,
+        memory_peak_bytes: u.memory_peak_bytes,
+        memory_limit_bytes: u.memory_limit_bytes,
+        cpu_seconds: u.cpu_seconds,
+        cpus: u.cpus.filter(|c| *c > 0),
+    })
 }
 
 /// Exit 75: queued again after a back-off that grows while the job makes no
@@ -464,6 +518,7 @@ mod tests {
             gpu_usage: None,
             rate_per_hour: None,
             slurm_job_id: None,
+            host_usage: None,
         };
         // Attempt 3 is ending (still open in the store); 1 failed, 2 exited 75.
         let mut attempts = vec![
@@ -530,6 +585,112 @@ mod tests {
             "{}",
             o.reason
         );
+    }
+
+    fn ended_with_usage(record: &ExitRecord, retries: u32, log: &str) -> Outcome {
+        let s = spec(retries);
+        classify(&Ended {
+            record: Some(record),
+            stop: None,
+            spec: &s,
+            failures: 0,
+            log_tail: log,
+            now: 1000,
+            began: true,
+            stalled_requeues: 0,
+            requeue: POLICY,
+        })
+    }
+
+    fn oom_killed(code: Option<i32>, signal: Option<i32>) -> ExitRecord {
+        ExitRecord {
+            exit_code: code,
+            signal,
+            usage: Some(gpuq_exec::CgroupUsage {
+                oom_killed: true,
+                memory_peak_bytes: Some(64 << 30),
+                memory_limit_bytes: Some(64 << 30),
+                cpu_seconds: Some(10.0),
+                cpus: None,
+            }),
+            ..exit(0)
+        }
+    }
+
+    #[test]
+    fn a_kill_at_the_memory_limit_fails_at_once_naming_the_limit() {
+        let o = ended_with_usage(&oom_killed(None, Some(9)), 3, "");
+        assert_eq!(
+            (o.next_state, o.failures, o.eligible_at, o.oom),
+            (JobState::Failed, 1, None, true)
+        );
+        assert!(
+            o.reason.starts_with(
+                "out of memory: the job's limit is 64 GiB (killed by signal 9 (SIGKILL)"
+            ),
+            "{}",
+            o.reason
+        );
+        assert!(
+            o.reason
+                .contains("Ask for more with --mem (e.g. --mem 96G)"),
+            "{}",
+            o.reason
+        );
+        // Only a worker was killed and the job gave up on its own: the counter decides.
+        let o = ended_with_usage(&oom_killed(Some(1), None), 3, "");
+        assert!(
+            o.reason
+                .starts_with("out of memory: the job's limit is 64 GiB (exit 1;"),
+            "{}",
+            o.reason
+        );
+        assert_eq!(o.next_state, JobState::Failed);
+        // A limit the record does not give is not made up.
+        let mut no_limit = oom_killed(None, Some(9));
+        no_limit.usage.as_mut().unwrap().memory_limit_bytes = None;
+        let o = ended_with_usage(&no_limit, 3, "");
+        assert!(
+            o.reason
+                .starts_with("out of memory: the job's memory limit was reached"),
+            "{}",
+            o.reason
+        );
+    }
+
+    #[test]
+    fn exit_0_and_exit_75_stay_what_they_were_despite_an_oom_kill() {
+        let o = ended_with_usage(&oom_killed(Some(0), None), 3, "");
+        assert_eq!(o.next_state, JobState::Succeeded);
+        let o = ended_with_usage(&oom_killed(Some(75), None), 3, "");
+        assert_eq!((o.next_state, o.event), (JobState::Queued, "requeued"));
+        // No kill counted: an ordinary failure, retried; the figures change nothing.
+        let mut counted = oom_killed(Some(1), None);
+        counted.usage.as_mut().unwrap().oom_killed = false;
+        let o = ended_with_usage(&counted, 3, "");
+        assert_eq!((o.next_state, o.oom), (JobState::Queued, false));
+    }
+
+    #[test]
+    fn a_cancel_or_preemption_keeps_its_cause_over_an_oom_kill() {
+        let record = oom_killed(None, Some(9));
+        let s = spec(3);
+        let stop = Stop {
+            cause: StopCause::Preempt { for_job: 4 },
+            step: StopStep::Kill,
+        };
+        let o = classify(&Ended {
+            record: Some(&record),
+            stop: Some(&stop),
+            spec: &s,
+            failures: 0,
+            log_tail: "",
+            now: 0,
+            began: true,
+            stalled_requeues: 0,
+            requeue: POLICY,
+        });
+        assert_eq!(o.next_state, JobState::Preempted);
     }
 
     #[test]

@@ -244,6 +244,7 @@ impl Service {
             eligible_at: None,
             event: event.into(),
             gpu_usage: None,
+            host_usage: None,
             held_by: None,
         };
         inner.store.finish_attempt(&end, now)?;
