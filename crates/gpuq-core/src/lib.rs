@@ -18,6 +18,7 @@ pub mod job;
 pub mod limits;
 pub mod memsize;
 pub mod pyenv;
+pub mod resources;
 pub mod scheduler;
 pub mod session;
 pub mod signal;
@@ -33,6 +34,7 @@ pub use array::{ArraySpec, JobRef};
 pub use duration::DurationSpec;
 pub use job::{Attempt, Event, Job};
 pub use memsize::MemSize;
+pub use resources::{effective, JobResources, ResourceDefaults};
 pub use scheduler::{
     explain, schedule, Decision, DependencyState, JobGroup, Node, NodeGpus, NodeKind, NodeShortage,
     PendingJob, Placement, RunningJob, ScheduleInput, WaitReason,

@@ -39,7 +39,7 @@ mod reserve;
 pub use gang::Kinds as NodeKinds;
 pub use node::{GpuAttrs, Node, NodeKind};
 
-use crate::{JobId, Millis, Priority};
+use crate::{JobId, JobResources, Millis, Priority};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -105,6 +105,8 @@ pub struct RunningJob {
     pub stopping: bool,
     /// The group it counts against (a job array's tasks with a limit).
     pub group: Option<JobGroup>,
+    /// Cores and memory it holds on each of its nodes.
+    pub resources: JobResources,
 }
 
 /// Jobs of which at most `limit` run at once: the tasks of a job array with
@@ -144,6 +146,8 @@ pub struct PendingJob {
     /// Waits on something outside the scheduler (its environment is being
     /// built): what, in words. It starts once this is cleared.
     pub waits_on: Option<Arc<str>>,
+    /// Cores and memory it needs on each of its nodes (0: none counted).
+    pub resources: JobResources,
 }
 
 impl PendingJob {

@@ -91,6 +91,14 @@ pub struct JobSpec {
     /// Only GPUs with at least this much memory (e.g. `40G`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_mem: Option<MemSize>,
+    /// CPU cores reserved for the job (on each node, with `nodes`). Default:
+    /// the daemon's `[resources]` share per GPU; none reserved for a CPU-only job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// Host memory reserved for the job, its limit (e.g. `64G`; on each node,
+    /// with `nodes`). Default: the daemon's `[resources]` share per GPU or per core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemSize>,
     /// Priority class: low, normal (default) or high.
     #[serde(default)]
     pub priority: Priority,
@@ -310,6 +318,7 @@ impl JobSpec {
                 ),
             ));
         }
+        crate::resources::check_spec(self)?;
         limits::check_env(&self.env, limits::EnvSource::Spec)?;
         check_params(&self.params)?;
         if (self.gpu_type.is_some() || self.gpu_mem.is_some()) && self.gpus == 0 {

@@ -40,6 +40,9 @@ pub struct Launch {
     /// The submitter's environment with the spec's overrides.
     pub env: BTreeMap<String, String>,
     pub spec: Arc<JobSpec>,
+    /// The cores and memory it holds on each node: the spec's own, else the
+    /// daemon's defaults (`gpuq_core::effective`). Zero: none reserved.
+    pub resources: gpuq_core::JobResources,
     /// Run the job as this account; `None`: as the daemon's user.
     pub run_as: Option<RunAs>,
     /// A group that may read the job's checkpoints and outputs.

@@ -210,6 +210,9 @@ fn admission_nodes(found: &[SlurmNode], shape: &ClusterShape) -> Vec<Node> {
                     .collect(),
                 links: vec![vec![0; gpus as usize]; gpus as usize],
                 interconnect: String::new(),
+                // Slurm places and confines cores and memory itself: not counted here.
+                cpus: 0,
+                memory_mib: 0,
             });
         }
     }
@@ -230,6 +233,8 @@ fn pool_node(shape: &ClusterShape) -> Node {
             .collect(),
         links: vec![vec![0; n as usize]; n as usize],
         interconnect: String::new(),
+        cpus: 0,
+        memory_mib: 0,
     }
 }
 

@@ -94,6 +94,13 @@
 //! max_tcp_per_user = 256         # authenticated TCP connections per user (the daemon token's: no cap)
 //! header_timeout = "10s"         # a request's headers (or an idle keep-alive's next) within this
 //!
+//! [resources]                    # cores and memory a job gets when its spec does not say (see config_resources.rs)
+//! cpus_per_gpu = 8               # default: the node's cores / its GPUs, rounded down (0 where GPUs outnumber cores)
+//! memory_per_gpu = "64G"         # default: the node's allocatable memory / its GPUs
+//! cpus = 0                       # a CPU-only job's cores (default 0: none reserved, it runs on the unreserved ones)
+//! memory_per_cpu = "4G"          # per reserved core, where no per-GPU share applies (default: allocatable / cores)
+//! system_memory = "4G"           # not allocatable to jobs (default: 10% of the node's memory, at most 4G)
+//!
 //! [envs]                         # cached Python environments (`python:` in a spec)
 //! uv = "/usr/local/bin/uv"       # default: uv on the daemon's PATH, else the user's (lab-wide: the daemon's only)
 //! dir = "/shared/gpuq-envs"      # default $GPUQ_HOME/envs; on Slurm a shared filesystem
@@ -127,6 +134,9 @@
 #[path = "config_output.rs"]
 mod output;
 pub use output::OutputConfig;
+#[path = "config_resources.rs"]
+mod resources;
+pub use resources::ResourcesConfig;
 
 use gpuq_core::DurationSpec;
 use serde::Deserialize;
@@ -183,6 +193,8 @@ pub struct Config {
     pub containers: ContainersConfig,
     #[serde(default)]
     pub output: OutputConfig,
+    #[serde(default)]
+    pub resources: ResourcesConfig,
 }
 
 /// `[envs]`: cached Python environments, built with uv as the job's user.
@@ -751,6 +763,7 @@ impl Config {
         let config: Config =
             toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
         config.output.check()?;
+        config.resources.check()?;
         config.connections.check()?;
         for (key, value, default) in [
             (

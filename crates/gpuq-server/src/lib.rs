@@ -359,6 +359,8 @@ async fn serve(opts: ServerOptions) -> Result<()> {
                 .collect(),
             links: discovery.links.clone(),
             interconnect: String::new(),
+            cpus: 0,
+            memory_mib: 0,
         };
         Arc::new(gpuq_exec::LocalBackend::new(
             executor,

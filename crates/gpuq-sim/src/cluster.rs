@@ -239,6 +239,9 @@ impl Cluster {
                     ],
                     links: vec![vec![3; g.gpus as usize]; g.gpus as usize],
                     interconnect: g.interconnect.clone(),
+                    // A trace says nothing of cores or memory: not counted.
+                    cpus: 0,
+                    memory_mib: 0,
                 });
             }
         }

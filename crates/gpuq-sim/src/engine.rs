@@ -521,6 +521,7 @@ impl<'t> Replay<'t> {
             preemptible: !self.tiresias && self.trace[job as usize].preemptible,
             stopping: false,
             group: None,
+            resources: p.resources,
         });
     }
 
@@ -578,6 +579,7 @@ fn pending_of(id: JobId, j: &TraceJob, user: &Arc<str>, submit: Millis) -> Pendi
         gpu_mem_mib: None,
         group: None,
         waits_on: None,
+        resources: gpuq_core::JobResources::default(),
     }
 }
 

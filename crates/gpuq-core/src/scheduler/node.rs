@@ -20,6 +20,11 @@ pub struct Node {
     /// empty when unknown. Part of the node's [`NodeKind`]: the nodes of one
     /// multi-node job share it, so no rank waits on a slower link.
     pub interconnect: String,
+    /// CPU cores jobs may reserve here; 0: not counted (the simulator's
+    /// traces, Slurm's nodes, whose own limits apply).
+    pub cpus: u32,
+    /// Memory (MiB) jobs may reserve here; 0: not counted.
+    pub memory_mib: u64,
 }
 
 /// A GPU's model and memory, for jobs that ask for them.

@@ -44,6 +44,7 @@ impl Scenario {
             preemptible: false,
             stopping: false,
             group: None,
+            resources: JobResources::default(),
         });
         self
     }
@@ -72,6 +73,7 @@ impl Scenario {
             gpu_mem_mib: None,
             group: None,
             waits_on: None,
+            resources: JobResources::default(),
         };
         f(&mut job);
         self.pending.push(job);

@@ -131,7 +131,7 @@ impl Service {
     /// Puts a queued job in the scheduler's queue; one whose environment is
     /// not ready waits for it (and its build is asked for).
     pub(super) fn enqueue(&self, inner: &mut Inner, job: &Job) {
-        let mut p = super::pending_of(job);
+        let mut p = super::pending_of(job, &self.resource_defaults());
         p.waits_on = self.env_gate(inner, job);
         inner.pending.insert(p.queue_key(), p);
     }

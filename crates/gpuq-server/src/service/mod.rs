@@ -240,11 +240,12 @@ impl Service {
         }
         let states: HashMap<JobId, JobState> = store.all_states()?.into_iter().collect();
         let mut pending = BTreeMap::new();
+        let defaults = scheduling::resource_defaults(&config, &backend.info().nodes);
         for job in store.list(&gpuq_store::ListFilter {
             states: vec![JobState::Queued],
             ..Default::default()
         })? {
-            let p = pending_of(&job);
+            let p = pending_of(&job, &defaults);
             pending.insert(p.queue_key(), p);
         }
         let drained = store.meta("drained")?.as_deref() == Some("1");
@@ -892,8 +893,9 @@ fn succeeded_or_requeue(record: Option<&ExitRecord>) -> bool {
     record.is_some_and(|r| matches!(r.exit_code, Some(0 | 75)) && r.signal.is_none())
 }
 
-/// The running set as the scheduler core sees it.
-fn running_snapshot(inner: &Inner) -> Vec<RunningJob> {
+/// The running set as the scheduler core sees it (cores and memory as the
+/// defaults `d` make of each spec: a re-attached job counts as it launched).
+fn running_snapshot(inner: &Inner, d: &gpuq_core::ResourceDefaults) -> Vec<RunningJob> {
     inner
         .running
         .iter()
@@ -907,6 +909,11 @@ fn running_snapshot(inner: &Inner) -> Vec<RunningJob> {
             preemptible: r.preemptible,
             stopping: r.stop.is_some(),
             group: r.group,
+            resources: r
+                .spec
+                .as_deref()
+                .map(|s| gpuq_core::effective(s, d))
+                .unwrap_or_default(),
         })
         .collect()
 }
@@ -920,7 +927,7 @@ fn dependency_state(states: &HashMap<JobId, JobState>, dep: JobId) -> Dependency
     }
 }
 
-fn pending_of(job: &Job) -> PendingJob {
+fn pending_of(job: &Job, d: &gpuq_core::ResourceDefaults) -> PendingJob {
     PendingJob {
         id: job.id,
         user: Arc::from(job.user.as_str()),
@@ -937,6 +944,7 @@ fn pending_of(job: &Job) -> PendingJob {
         gpu_mem_mib: job.spec.gpu_mem.map(|m| m.mib()),
         group: arrays::group_of(job),
         waits_on: None,
+        resources: gpuq_core::effective(&job.spec, d),
     }
 }
 
@@ -958,5 +966,6 @@ fn pending_probe() -> PendingJob {
         gpu_mem_mib: None,
         group: None,
         waits_on: None,
+        resources: gpuq_core::JobResources::default(),
     }
 }

@@ -4,14 +4,34 @@
 use super::stop::StopCause;
 use super::{dependency_state, running_snapshot, Inner, RunningAttempt, Service};
 use gpuq_api::home::now_ms;
-use gpuq_core::{schedule, Decision, Job, JobId, JobState, Millis, Placement, ScheduleInput};
+use gpuq_core::{
+    schedule, Decision, Job, JobId, JobState, Millis, Placement, ResourceDefaults, ScheduleInput,
+};
 use gpuq_exec::{ExitRecord, Launch};
 use gpuq_store::StartRecord;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What a job that does not ask for cores or memory gets on this backend:
+/// `[resources]` of gpuq.toml over the first node's fair shares (a daemon's
+/// own node; Slurm's nodes count nothing, so their defaults are Slurm's).
+pub(super) fn resource_defaults(
+    config: &crate::config::Config,
+    nodes: &[gpuq_core::Node],
+) -> ResourceDefaults {
+    nodes
+        .first()
+        .map(|n| config.resources.defaults(n))
+        .unwrap_or_default()
+}
+
 impl Service {
+    /// What a job without its own `cpus` or `memory` gets (see [`resource_defaults`]).
+    pub(super) fn resource_defaults(&self) -> ResourceDefaults {
+        resource_defaults(&self.config, &self.nodes)
+    }
+
     /// Runs `f` with the scheduler core's view of the current state.
     pub(super) fn with_input<T>(
         &self,
@@ -19,7 +39,7 @@ impl Service {
         now: Millis,
         f: impl FnOnce(&ScheduleInput<'_>) -> T,
     ) -> T {
-        let running = running_snapshot(inner);
+        let running = running_snapshot(inner, &self.resource_defaults());
         let lookup = |dep: JobId| dependency_state(&inner.states, dep);
         let input = ScheduleInput {
             now,
@@ -287,6 +307,7 @@ impl Service {
                 argv,
                 cwd: info.cwd,
                 env,
+                resources: gpuq_core::effective(&spec, &self.resource_defaults()),
                 spec: Arc::clone(&spec),
             };
             self.backend.launch(launch)?;

@@ -18,6 +18,13 @@ pub struct SessionArgs {
     /// Only GPUs with at least this much memory, e.g. 40G.
     #[arg(long)]
     gpu_mem: Option<String>,
+    /// CPU cores reserved for the session [default: the daemon's share per
+    /// GPU; none without GPUs].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    cpus: Option<String>,
+    /// Host memory reserved for the session, its limit, e.g. 16G.
+    #[arg(long, value_name = "SIZE")]
+    mem: Option<String>,
     /// End the session after this long, idle or not (e.g. 8h).
     #[arg(long)]
     time_limit: Option<String>,
@@ -54,6 +61,16 @@ impl SessionArgs {
                     m.parse()
                         .map_err(|e| CliError::usage(format!("--gpu-mem: {e}")))
                 })
+                .transpose()?,
+            cpus: self
+                .cpus
+                .as_deref()
+                .map(super::submit::parse_cpus)
+                .transpose()?,
+            memory: self
+                .mem
+                .as_deref()
+                .map(super::submit::parse_mem)
                 .transpose()?,
             time_limit: self
                 .time_limit

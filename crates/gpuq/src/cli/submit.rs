@@ -17,6 +17,16 @@ pub struct SubmitArgs {
     /// Only GPUs with at least this much memory, e.g. 40G.
     #[arg(long)]
     gpu_mem: Option<String>,
+    /// CPU cores reserved for the job (per node with --nodes) [default: the
+    /// daemon's share per GPU; a CPU-only job reserves none and runs on the
+    /// cores no job reserved].
+    // Read as text and refused with the field's fix (not clap's bare "invalid digit").
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    cpus: Option<String>,
+    /// Host memory reserved for the job, its limit, e.g. 64G or 512M (per node
+    /// with --nodes) [default: the daemon's share per GPU or per core].
+    #[arg(long, value_name = "SIZE")]
+    mem: Option<String>,
     #[arg(long)]
     name: Option<String>,
     /// low, normal or high.
@@ -137,6 +147,12 @@ impl SubmitArgs {
                     .map_err(|e| CliError::usage(format!("--gpu-mem: {e}")))?,
             );
         }
+        if let Some(c) = &self.cpus {
+            spec.cpus = Some(parse_cpus(c)?);
+        }
+        if let Some(m) = &self.mem {
+            spec.memory = Some(parse_mem(m)?);
+        }
         if let Some(n) = &self.name {
             spec.name = Some(n.clone());
         }
@@ -220,6 +236,21 @@ impl SubmitArgs {
             .map_err(|e| CliError::usage(e.to_string()))?;
         Ok(spec)
     }
+}
+
+/// `--cpus`: a whole number of cores (0 and too many are refused by the spec's check).
+pub fn parse_cpus(text: &str) -> Result<u32, CliError> {
+    text.trim().parse().map_err(|_| {
+        CliError::usage(format!(
+            "--cpus {text:?}: give a whole number of CPU cores, e.g. --cpus 8"
+        ))
+    })
+}
+
+/// `--mem`: a memory size.
+pub fn parse_mem(text: &str) -> Result<gpuq_core::MemSize, CliError> {
+    text.parse()
+        .map_err(|e| CliError::usage(format!("--mem: {e}")))
 }
 
 /// `0.01` and `64` are numbers, `true`/`false` booleans, anything else text.

@@ -89,6 +89,7 @@ proptest! {
                     // Two arrays: at most 1 and at most 2 of their tasks at once.
                     group: (pick % 3 != 0).then(|| JobGroup { id: 1000 + (pick % 2) as u64, limit: 1 + (pick % 2) as u32 }),
                     waits_on: None,
+                    resources: JobResources::default(),
                 };
                 asked.insert(next_id, job.clone());
                 class.insert(next_id, (classes[pick as usize % 3], pick % 5 < 2));
@@ -142,6 +143,7 @@ proptest! {
                             preemptible: class[&job].1,
                             stopping: false,
                             group: p.group,
+                            resources: p.resources,
                         });
                     }
                     Decision::Fail { job, .. } => {
@@ -194,13 +196,13 @@ proptest! {
             if g == 0 { break; }
             running.push(RunningJob { id: 1000 + i as u64, user: "u".into(), project: None,
                 placement: Placement::single(0, (next_gpu..next_gpu + g).collect()), ends_by: Some(*limit),
-                priority: Priority::Normal, preemptible: false, stopping: false, group: None });
+                priority: Priority::Normal, preemptible: false, stopping: false, group: None, resources: JobResources::default() });
             next_gpu += g;
         }
         // The head arrives at t=0 and can start, at the latest, when every job running then has ended.
         let deadline = running.iter().filter_map(|r| r.ends_by).max().unwrap_or(0);
         let head = PendingJob { id: 1, user: "u".into(), project: None, priority: Priority::Normal,
-            submitted_at: 0, gpus: 4, nodes: None, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None , waits_on: None};
+            submitted_at: 0, gpus: 4, nodes: None, time_limit_ms: Some(10), after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None , waits_on: None, resources: JobResources::default() };
         let mut pending = vec![head];
         let mut head_started = None;
         for (t, (g, limit)) in stream.iter().enumerate() {
@@ -208,7 +210,7 @@ proptest! {
             running.retain(|r| r.ends_by.is_none_or(|e| e > now));
             pending.push(PendingJob { id: 10 + t as u64, user: "u".into(), project: None,
                 priority: Priority::Normal, submitted_at: now + 1, gpus: *g, nodes: None, time_limit_ms: Some(*limit as u64),
-                after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None , waits_on: None});
+                after: vec![], held: false, eligible_at: None, gpu_type: None, gpu_mem_mib: None, group: None , waits_on: None, resources: JobResources::default() });
             let input = ScheduleInput { now, nodes: &nodes, running: &running, dependency: &lookup, drained: false, policy: &policy };
             for d in schedule(&input, &pending) {
                 if let Decision::Start { job, placement } = d {
@@ -216,7 +218,7 @@ proptest! {
                     if job == 1 { head_started = Some(now); }
                     running.push(RunningJob { id: job, user: "u".into(), project: None, placement,
                         ends_by: Some(now + p.time_limit_ms.unwrap() as i64), priority: p.priority,
-                        preemptible: false, stopping: false, group: None });
+                        preemptible: false, stopping: false, group: None, resources: JobResources::default() });
                     pending.retain(|q| q.id != job);
                 }
             }
