@@ -136,7 +136,7 @@ mod output;
 pub use output::OutputConfig;
 #[path = "config_resources.rs"]
 mod resources;
-pub use resources::ResourcesConfig;
+pub use resources::{Capacity, ResourcesConfig};
 
 use gpuq_core::DurationSpec;
 use serde::Deserialize;

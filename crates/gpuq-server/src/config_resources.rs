@@ -58,7 +58,32 @@ fn mem_or_zero<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
 /// Largest sensible values: beyond them a key is a typo.
 const MAX_CPUS: u32 = gpuq_core::resources::MAX_CPUS_PER_JOB;
 
+/// What this machine offers jobs: the cores the daemon may run on (its CPU
+/// affinity, as `nproc` counts them) and its memory less the system's share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    pub cpus: u32,
+    pub memory_mib: u64,
+}
+
+/// MemTotal of /proc/meminfo, in MiB (`None` where it cannot be read).
+fn mem_total_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
 impl ResourcesConfig {
+    /// This machine's schedulable cores and memory. Unreadable memory counts
+    /// as 0 (not counted): jobs are then placed by GPUs and cores alone.
+    pub fn local_capacity(&self) -> Capacity {
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get() as u32);
+        let memory_mib = mem_total_mib()
+            .map_or(0, |total| total.saturating_sub(self.system_memory_mib(total)));
+        Capacity { cpus, memory_mib }
+    }
+
     /// Refuses values no node could honour, naming the key.
     pub fn check(&self) -> Result<(), String> {
         for (key, value) in [("cpus_per_gpu", self.cpus_per_gpu), ("cpus", Some(self.cpus))] {
@@ -174,6 +199,20 @@ mod tests {
         assert_eq!(c.system_memory_mib(100_000), 8192);
         assert_eq!(ResourcesConfig::default().system_memory_mib(24 * 1024), 2457);
         assert_eq!(ResourcesConfig::default().system_memory_mib(512 * 1024), 4096);
+    }
+
+    #[test]
+    fn this_machine_offers_its_cores_and_memory_less_the_systems() {
+        let c = ResourcesConfig::default().local_capacity();
+        let nproc = std::thread::available_parallelism().unwrap().get() as u32;
+        assert_eq!(c.cpus, nproc);
+        let total = mem_total_mib().unwrap();
+        assert_eq!(c.memory_mib, total - (total / 10).min(4096));
+        let kept = ResourcesConfig {
+            system_memory: Some("1G".parse().unwrap()),
+            ..Default::default()
+        };
+        assert_eq!(kept.local_capacity().memory_mib, total - 1024);
     }
 
     #[test]

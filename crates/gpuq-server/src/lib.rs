@@ -345,6 +345,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         discovery.summary = gpuq_exec::Backend::info(&cluster).summary.clone();
         Arc::new(cluster)
     } else {
+        let capacity = opts.config.resources.local_capacity();
         let node = gpuq_core::Node {
             name: node.clone(),
             gpus: discovery.gpus.iter().map(|g| g.index).collect(),
@@ -359,8 +360,9 @@ async fn serve(opts: ServerOptions) -> Result<()> {
                 .collect(),
             links: discovery.links.clone(),
             interconnect: String::new(),
-            cpus: 0,
-            memory_mib: 0,
+            // The cores and memory jobs may reserve (`[resources]`).
+            cpus: capacity.cpus,
+            memory_mib: capacity.memory_mib,
         };
         Arc::new(gpuq_exec::LocalBackend::new(
             executor,
