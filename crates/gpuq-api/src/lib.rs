@@ -141,6 +141,10 @@ pub struct ServerInfo {
     /// GPUs come from NVML (which also lists their processes), not a simulation.
     #[serde(default)]
     pub nvml: bool,
+    /// Which isolation jobs run under: "cgroup v1 (devices, memory, …)",
+    /// "cgroup v2 device program + v1 memory/…", or "none: <why>".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<String>,
 }
 
 /// `GET /v1/jobs/{id}/explain`, and each item of `GET /v1/explain`.

@@ -25,7 +25,7 @@ pub use backend::{
     AttemptEvent, Backend, BackendInfo, EventSink, Launch, OutsideEnd, Reattached, Recorded,
 };
 pub use layout::JobDir;
-pub use local::{LaunchRequest, LocalExecutor};
+pub use local::{AttemptLimits, GpuDevice, LaunchRequest, LocalExecutor};
 pub use local_backend::LocalBackend;
 pub use slurm_cluster::SlurmCluster;
 pub use supervisor::{supervise, Credentials, ExitRecord, Supervision};
@@ -51,4 +51,9 @@ pub enum ExecError {
     },
     #[error("cannot signal job: {0}")]
     Signal(std::io::Error),
+    /// Confinement is in force and the attempt's groups could not be made.
+    #[error("cannot make the job's cgroup: {0}")]
+    Confine(#[from] cgroup::CgroupError),
+    #[error("GPU {0} has no known device minor number, so the job's cgroup cannot allow it")]
+    NoMinor(u32),
 }

@@ -1,6 +1,7 @@
 //! The local executor: prepares the supervisor command for an attempt, and
 //! signals a running attempt's process group.
 
+use crate::cgroup::{Confinement, GroupSpec, JobGroups};
 use crate::layout::JobDir;
 use crate::ExecError;
 use gpuq_core::JobId;
@@ -10,6 +11,7 @@ use std::os::unix::io::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 /// The supervisor's own PATH: system directories only.
 const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -36,6 +38,35 @@ pub struct LocalExecutor {
     api_token: String,
     /// Limits the supervisors keep each attempt's log within; `None`: none.
     log_limits: Option<crate::log_pipe::LogLimits>,
+    /// The cgroups jobs are confined by (or why none).
+    confinement: Arc<Confinement>,
+    /// This node's GPUs by index: what confinement needs of each.
+    gpus: BTreeMap<u32, GpuDevice>,
+    /// Names this daemon's groups apart from another daemon's in the same
+    /// cgroup (another GPUQ_HOME): a hash of the home.
+    tag: String,
+}
+
+/// One GPU as confinement sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuDevice {
+    /// Its node is 195:minor (`None`: unknown, so it cannot be allowed).
+    pub minor: Option<u32>,
+    /// NVML's UUID (`GPU-…`), which CUDA accepts in CUDA_VISIBLE_DEVICES.
+    pub uuid: String,
+    /// The CPUs local to it (its NUMA node), when sysfs says.
+    pub local_cpus: std::collections::BTreeSet<u32>,
+}
+
+/// What an attempt's groups hold besides its GPUs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttemptLimits {
+    /// Its CPUs (empty: no cpuset of its own).
+    pub cpus: Vec<u32>,
+    /// Its memory limit in MiB (0: the jobs' common limit only).
+    pub memory_mib: u64,
+    /// The CPUs are its own (it asked for cores), not shared.
+    pub holds_cpus: bool,
 }
 
 /// Everything needed to start one attempt.
@@ -68,7 +99,45 @@ impl LocalExecutor {
             api_url,
             api_token,
             log_limits: None,
+            confinement: Arc::new(Confinement::off("not configured")),
+            gpus: BTreeMap::new(),
+            tag: home_tag(home),
         }
+    }
+
+    /// Jobs are confined by `confinement`, on GPUs described by `gpus`.
+    pub fn with_confinement(
+        mut self,
+        confinement: Arc<Confinement>,
+        gpus: BTreeMap<u32, GpuDevice>,
+    ) -> Self {
+        self.confinement = confinement;
+        self.gpus = gpus;
+        self
+    }
+
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
+    }
+
+    pub fn gpu(&self, index: u32) -> Option<&GpuDevice> {
+        self.gpus.get(&index)
+    }
+
+    /// The name of an attempt's groups (this daemon's, see `tag`).
+    pub fn group_name(&self, job: JobId, attempt: u32) -> String {
+        format!("{}.{}", crate::cgroup::group_name(job, attempt), self.tag)
+    }
+
+    /// The job and attempt of one of this daemon's group names.
+    pub fn parse_group_name(&self, name: &str) -> Option<(JobId, u32)> {
+        let base = name.strip_suffix(&format!(".{}", self.tag))?;
+        crate::cgroup::parse_group_name(base)
+    }
+
+    /// The attempt's groups as recorded (`None`: it ran unconfined).
+    pub fn job_groups(&self, job: JobId, attempt: u32) -> Option<JobGroups> {
+        JobGroups::load(&self.job_dir(job), attempt).ok().flatten()
     }
 
     /// Attempts' logs are kept within `limits` by their supervisors.
@@ -85,9 +154,23 @@ impl LocalExecutor {
     pub fn job_env(&self, req: &LaunchRequest<'_>) -> BTreeMap<String, String> {
         let dir = self.job_dir(req.job);
         let mut env = req.env.clone();
-        let visible: Vec<String> = req.gpus.iter().map(u32::to_string).collect();
+        let indices: Vec<String> = req.gpus.iter().map(u32::to_string).collect();
+        // Under device confinement CUDA sees only the job's GPUs, renumbered
+        // from 0: their UUIDs name them whatever the numbering.
+        let uuids: Option<Vec<String>> = self
+            .confinement
+            .confines_devices()
+            .then(|| {
+                req.gpus
+                    .iter()
+                    .map(|i| self.gpus.get(i).map(|g| g.uuid.clone()))
+                    .collect()
+            })
+            .flatten();
+        let visible = uuids.unwrap_or_else(|| indices.clone());
         let path = |p: PathBuf| p.to_string_lossy().into_owned();
         env.insert("CUDA_VISIBLE_DEVICES".into(), visible.join(","));
+        env.insert("GPUQ_GPUS".into(), indices.join(","));
         env.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
         env.insert("GPUQ_JOB_ID".into(), req.job.to_string());
         env.insert("GPUQ_ATTEMPT".into(), req.attempt.to_string());
@@ -202,6 +285,77 @@ impl LocalExecutor {
     /// Creates the job's directories and log, and returns the supervisor command,
     /// ready to spawn (the caller chooses sync or async spawning).
     pub fn prepare(&self, req: &LaunchRequest<'_>) -> Result<Command, ExecError> {
+        self.prepare_with(req, &AttemptLimits::default())
+    }
+
+    /// `prepare`, and under confinement the attempt's groups made and recorded
+    /// (the supervisor puts the job in them before its code runs). A group
+    /// that cannot be made fails the launch: a job never runs unconfined
+    /// where confinement is in force.
+    pub fn prepare_with(
+        &self,
+        req: &LaunchRequest<'_>,
+        limits: &AttemptLimits,
+    ) -> Result<Command, ExecError> {
+        let groups = self.make_groups(req, limits)?;
+        let made = self.prepare_supervisor(req, groups.is_some());
+        if made.is_err() {
+            if let Some(g) = &groups {
+                let _ = g.remove();
+            }
+        }
+        made
+    }
+
+    fn make_groups(
+        &self,
+        req: &LaunchRequest<'_>,
+        limits: &AttemptLimits,
+    ) -> Result<Option<JobGroups>, ExecError> {
+        if !self.confinement.is_on() {
+            return Ok(None);
+        }
+        let mut gpu_minors = Vec::new();
+        for i in req.gpus {
+            match self.gpus.get(i).and_then(|g| g.minor) {
+                Some(m) => gpu_minors.push(m),
+                None if self.confinement.confines_devices() => return Err(ExecError::NoMinor(*i)),
+                None => {}
+            }
+        }
+        let spec = GroupSpec {
+            gpu_minors,
+            memory_mib: limits.memory_mib,
+            cpus: limits.cpus.clone(),
+            holds_cpus: limits.holds_cpus,
+        };
+        let name = self.group_name(req.job, req.attempt);
+        let groups = self.confinement.create(&name, &spec)?;
+        let Some(groups) = groups else {
+            return Ok(None);
+        };
+        // The directories must exist for the record; prepare_dirs is idempotent.
+        self.prepare_dirs(req)?;
+        let dir = self.job_dir(req.job);
+        if let Err(source) = groups.save(&dir, req.attempt) {
+            let _ = groups.remove();
+            return Err(ExecError::JobDir {
+                path: dir
+                    .root()
+                    .join(crate::cgroup::record_name(req.attempt))
+                    .display()
+                    .to_string(),
+                source,
+            });
+        }
+        Ok(Some(groups))
+    }
+
+    fn prepare_supervisor(
+        &self,
+        req: &LaunchRequest<'_>,
+        confined: bool,
+    ) -> Result<Command, ExecError> {
         self.prepare_dirs(req)?;
         let dir = self.job_dir(req.job);
         let io_err = |p: &Path| {
@@ -243,6 +397,9 @@ impl LocalExecutor {
             cmd.arg("--groups").arg(groups.join(","));
         }
         cmd.arg("--env-from-stdin");
+        if confined {
+            cmd.arg("--cgroups");
+        }
         if req.session == Some(gpuq_core::session::SessionKind::Shell) {
             cmd.arg("--terminal");
         }
@@ -277,8 +434,10 @@ impl LocalExecutor {
     pub fn supervisor_alive(&self, job: JobId, attempt: u32) -> bool {
         lock_held(&self.job_dir(job).lock_file(attempt))
     }
-    /// Sends `signal` to the whole process group of a running attempt.
-    /// Returns false when the group no longer exists (or never started).
+    /// Sends `signal` to the whole process group of a running attempt, and
+    /// to every process in its cgroup (a process that left the group with
+    /// `setsid` or a double fork is still in the cgroup).
+    /// Returns false when the attempt has not started (or has ended).
     pub fn signal(&self, job: JobId, attempt: u32, signal: i32) -> Result<bool, ExecError> {
         let dir = self.job_dir(job);
         let Some(pgid) = std::fs::read_to_string(dir.pgid_file(attempt))
@@ -292,17 +451,29 @@ impl LocalExecutor {
         }
         // SAFETY: plain syscall; pgid > 1 so it never targets init or every process.
         let rc = unsafe { libc::killpg(pgid, signal) };
-        if rc == 0 {
-            Ok(true)
-        } else {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::ESRCH) {
-                Ok(false)
-            } else {
-                Err(ExecError::Signal(err))
-            }
+        let group_err = (rc != 0).then(std::io::Error::last_os_error);
+        let in_cgroup = self
+            .job_groups(job, attempt)
+            .map_or(0, |g| g.signal(signal));
+        match group_err {
+            None => Ok(true),
+            Some(_) if in_cgroup > 0 => Ok(true),
+            Some(err) if err.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Some(err) => Err(ExecError::Signal(err)),
         }
     }
+}
+
+/// A short stable name for a daemon's home (FNV-1a of its path): jobs' groups
+/// of daemons sharing a cgroup never collide.
+fn home_tag(home: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in home.as_os_str().as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("{:08x}", h as u32)
 }
 
 /// Opens (creating, mode 0600, never through a link) and locks a file that a

@@ -3,10 +3,15 @@
 //! thread per attempt waits for the supervisor and reports the end.
 
 use crate::backend::{AttemptEvent, Backend, BackendInfo, EventSink, Launch, Reattached, Recorded};
-use crate::{ExitRecord, JobDir, LaunchRequest, LocalExecutor};
+use crate::cgroup::CpuTopology;
+use crate::{AttemptLimits, ExitRecord, JobDir, LaunchRequest, LocalExecutor};
 use gpuq_core::{JobId, Node};
-use std::sync::OnceLock;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+
+/// The CPUs each running attempt holds (its cpuset).
+type Reserved = Arc<Mutex<BTreeMap<(JobId, u32), Vec<u32>>>>;
 
 /// How often an adopted attempt (not the daemon's child) is checked for its end.
 const ADOPTED_CHECK: Duration = Duration::from_millis(100);
@@ -15,12 +20,21 @@ pub struct LocalBackend {
     executor: LocalExecutor,
     info: BackendInfo,
     events: OnceLock<EventSink>,
+    /// The cores jobs' cpusets are chosen from (`None`: cores not confined).
+    topology: Option<CpuTopology>,
+    reserved: Reserved,
 }
 
 impl LocalBackend {
     /// A backend of one node: this machine.
     pub fn new(executor: LocalExecutor, node: Node, summary: String) -> Self {
+        let topology = executor
+            .confinement()
+            .confines_cpus()
+            .then(|| CpuTopology::read(&executor.confinement().cpus()));
         Self {
+            topology,
+            reserved: Arc::default(),
             executor,
             info: BackendInfo {
                 name: "this machine".into(),
@@ -31,6 +45,27 @@ impl LocalBackend {
             },
             events: OnceLock::new(),
         }
+    }
+
+    /// The CPUs for an attempt asking `want`: whole free cores, near its GPUs.
+    fn choose_cpus(&self, want: u32, gpus: &[u32]) -> Vec<u32> {
+        let Some(topology) = &self.topology else {
+            return vec![];
+        };
+        let reserved: BTreeSet<u32> = self
+            .reserved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .flatten()
+            .copied()
+            .collect();
+        let near: BTreeSet<u32> = gpus
+            .iter()
+            .filter_map(|i| self.executor.gpu(*i))
+            .flat_map(|g| g.local_cpus.iter().copied())
+            .collect();
+        topology.choose(want, &reserved, &near)
     }
 
     fn sink(&self) -> EventSink {
@@ -67,6 +102,7 @@ impl Backend for LocalBackend {
 
     fn start(&self, events: EventSink) {
         let _ = self.events.set(events);
+        self.sweep_orphans();
     }
 
     fn launch(&self, launch: Launch) -> Result<(), String> {
@@ -86,18 +122,42 @@ impl Backend for LocalBackend {
                 .as_ref()
                 .map(|_| crate::container::container_name(launch.job, launch.attempt)),
         };
-        let mut cmd = self.executor.prepare(&req).map_err(|e| e.to_string())?;
-        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+        let (job, attempt) = (launch.job, launch.attempt);
+        let limits = AttemptLimits {
+            cpus: self.choose_cpus(launch.resources.cpus, req.gpus),
+            memory_mib: launch.resources.memory_mib,
+            holds_cpus: launch.resources.cpus > 0,
+        };
+        let mut cmd = self
+            .executor
+            .prepare_with(&req, &limits)
+            .map_err(|e| e.to_string())?;
+        let spawned = cmd.spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(g) = self.executor.job_groups(job, attempt) {
+                    let _ = g.remove();
+                }
+                return Err(e.to_string());
+            }
+        };
+        // Only a job with cores of its own holds them (one with none asked
+        // runs on what nobody holds).
+        if limits.holds_cpus && !limits.cpus.is_empty() {
+            self.hold(job, attempt, limits.cpus);
+        }
         // The command holds the daemon's copy of the attempt's lock: let it go now.
         drop(cmd);
-        let (job, attempt) = (launch.job, launch.attempt);
         let dir = self.executor.job_dir(job);
         let sink = self.sink();
+        let reserved = self.reserved.clone();
         let waiter = std::thread::Builder::new()
             .name(format!("job-{job}"))
             .spawn(move || {
                 let _ = child.wait();
                 let record = load_record_patiently(&dir, job, attempt);
+                release(&reserved, job, attempt);
                 sink(AttemptEvent::Ended {
                     job,
                     attempt,
@@ -121,12 +181,27 @@ impl Backend for LocalBackend {
         // the two steps has written its record before releasing the lock, so this
         // order never mistakes a finished attempt for one that never ran.
         let alive = self.executor.supervisor_alive(job, attempt);
+        let groups = self.executor.job_groups(job, attempt);
         if let Some(record) = ExitRecord::read(&dir, attempt) {
             return Reattached::Ended(Some(record));
         }
         if alive {
+            if let Some(g) = groups.filter(|g| g.holds_cpus) {
+                // What it held before the restart it holds still.
+                self.hold(job, attempt, g.cpus);
+            }
             self.adopt(job, attempt);
             return Reattached::Running;
+        }
+        if let Some(g) = groups {
+            // Its supervisor died (with the machine, or killed): whatever of the
+            // job is left must not hold its GPUs any longer.
+            if let Err(e) = g
+                .kill_all(crate::cgroup::EMPTY_WITHIN)
+                .and_then(|()| g.remove())
+            {
+                tracing::warn!("job {job} attempt {attempt}: {e}");
+            }
         }
         if !recorded.rebooted && dir.pgid_file(attempt).exists() {
             // The job had started (its supervisor recorded the process group) and the
@@ -145,17 +220,52 @@ impl Backend for LocalBackend {
     }
 }
 
+/// Gives back an ended attempt's CPUs.
+fn release(reserved: &Reserved, job: JobId, attempt: u32) {
+    reserved
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&(job, attempt));
+}
+
 impl LocalBackend {
+    fn hold(&self, job: JobId, attempt: u32, cpus: Vec<u32>) {
+        self.reserved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((job, attempt), cpus);
+    }
+
+    /// At start: this daemon's job groups whose attempt no supervisor watches
+    /// any longer (it died with the daemon's machine, or was killed) are
+    /// emptied and removed, so no straggler keeps a GPU.
+    fn sweep_orphans(&self) {
+        for (name, groups) in self.executor.confinement().existing() {
+            let Some((job, attempt)) = self.executor.parse_group_name(&name) else {
+                continue;
+            };
+            if self.executor.supervisor_alive(job, attempt) {
+                continue;
+            }
+            match groups.kill_all(crate::cgroup::EMPTY_WITHIN).and_then(|()| groups.remove()) {
+                Ok(()) => tracing::info!("removed the cgroup of job {job} attempt {attempt}, which no supervisor watched"),
+                Err(e) => tracing::warn!("job {job} attempt {attempt}: {e}"),
+            }
+        }
+    }
+
     /// Watches an attempt whose supervisor is not our child.
     fn adopt(&self, job: JobId, attempt: u32) {
         let dir = self.executor.job_dir(job);
         let lock = dir.lock_file(attempt);
         let sink = self.sink();
+        let reserved = self.reserved.clone();
         let _ = std::thread::Builder::new()
             .name(format!("job-{job}"))
             .spawn(move || loop {
                 std::thread::sleep(ADOPTED_CHECK);
                 if let Some(record) = ExitRecord::read(&dir, attempt) {
+                    release(&reserved, job, attempt);
                     sink(AttemptEvent::Ended {
                         job,
                         attempt,
@@ -167,6 +277,7 @@ impl LocalBackend {
                 if !crate::local::lock_held(&lock) {
                     // It may have written the record just before exiting.
                     let record = ExitRecord::read(&dir, attempt);
+                    release(&reserved, job, attempt);
                     sink(AttemptEvent::Ended {
                         job,
                         attempt,

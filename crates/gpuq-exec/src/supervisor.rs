@@ -193,6 +193,10 @@ pub struct Supervision<'a> {
     /// The job's output goes through the supervisor, which keeps the log
     /// within these limits; `None`: the job writes the log itself.
     pub log: Option<crate::log_pipe::LogLimits>,
+    /// The daemon made the attempt's cgroups (recorded in the job directory):
+    /// the job enters them before its code runs, and the attempt ends only
+    /// once they are empty.
+    pub cgroups: bool,
 }
 
 pub fn supervise(s: Supervision<'_>) -> i32 {
@@ -271,11 +275,46 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             return finish(&dir, attempt, record);
         }
     }
+    // The job's groups: their cgroup.procs files are opened now, and written
+    // by the child itself between fork and exec, so nothing of the job ever
+    // runs outside them. The supervisor stays out: it must outlive an OOM kill.
+    let groups = if s.cgroups {
+        let entered = crate::cgroup::JobGroups::load(s.dir, attempt).and_then(|g| {
+            let g =
+                g.ok_or_else(|| std::io::Error::other("the attempt's cgroup record is missing"))?;
+            let files = g
+                .procs_files()
+                .iter()
+                .map(|p| std::fs::OpenOptions::new().write(true).open(p))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            Ok((g, files))
+        });
+        match entered {
+            Ok(g) => Some(g),
+            Err(e) => {
+                let why = format!("cannot enter the job's cgroup: {e}");
+                say!("gpuq: {why}");
+                return finish(&dir, attempt, ExitRecord::spawn_failed(why, now_ms()));
+            }
+        }
+    } else {
+        None
+    };
+    let procs_fds: Vec<i32> = groups
+        .iter()
+        .flat_map(|(_, files)| files.iter().map(|f| std::os::fd::AsRawFd::as_raw_fd(f)))
+        .collect();
     let credentials = s.credentials.clone();
-    // SAFETY: setgroups/setgid/setuid/close_range are async-signal-safe and use only
+    // SAFETY: write/setgroups/setgid/setuid/close_range are async-signal-safe and use only
     // data captured before the fork. Groups and gid go first, while still root.
     unsafe {
         cmd.pre_exec(move || {
+            // "0" is the writing process: the child moves itself, as root still.
+            for &fd in &procs_fds {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             if let Some(c) = &credentials {
                 take_ids(c)?;
             }
@@ -348,6 +387,7 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             if let Some(name) = &s.container {
                 remove_container(s.argv, name, job_env.as_ref(), s.credentials.as_ref());
             }
+            let usage = groups.as_ref().map(|(g, _)| end_groups(g));
             let _ = dir.remove(&pgid_file_name(attempt));
             ExitRecord {
                 exit_code: status.and_then(|s| s.code()),
@@ -355,10 +395,18 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
                 spawn_error: None,
                 cannot_start: false,
                 ended_at_ms: now_ms(),
-                usage: None,
+                usage,
             }
         }
     };
+    if record.spawn_error.is_some() {
+        if let Some((g, _)) = &groups {
+            end_groups(g);
+        }
+    }
+    if groups.is_some() {
+        let _ = dir.remove(&crate::cgroup::record_name(attempt));
+    }
     if let Some(pump) = pump {
         // The whole log is written before the record says the attempt ended.
         let wait = if record.spawn_error.is_some() {
@@ -369,6 +417,20 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
         pump.finish(wait);
     }
     finish(&dir, attempt, record)
+}
+
+/// Ends what is left of the job in its groups (a daemon it started, a child
+/// that left the process group), reads the groups' counters and removes them:
+/// the exit record, written after this, frees the job's GPUs.
+fn end_groups(g: &crate::cgroup::JobGroups) -> crate::CgroupUsage {
+    if let Err(e) = g.kill_all(crate::cgroup::EMPTY_WITHIN) {
+        say!("gpuq supervisor: {e}");
+    }
+    let usage = crate::cgroup::usage::read_usage(g);
+    if let Err(e) = g.remove() {
+        say!("gpuq supervisor: cannot remove the job's cgroup: {e}");
+    }
+    usage
 }
 
 /// How long the end of the job's output is waited for once its group is gone.

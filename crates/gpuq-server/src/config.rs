@@ -94,6 +94,11 @@
 //! max_tcp_per_user = 256         # authenticated TCP connections per user (the daemon token's: no cap)
 //! header_timeout = "10s"         # a request's headers (or an idle keep-alive's next) within this
 //!
+//! [confinement]                  # each job in cgroups of its own (root, or a delegated subtree)
+//! mode = "auto"                  # "off": jobs run unconfined
+//! devices = "auto"               # "v1": the devices controller; "bpf": the cgroup v2 device program
+//! max_processes = 4096           # processes (and threads) per job
+//!
 //! [resources]                    # cores and memory a job gets when its spec does not say (see config_resources.rs)
 //! cpus_per_gpu = 8               # default: the node's cores / its GPUs, rounded down (0 where GPUs outnumber cores)
 //! memory_per_gpu = "64G"         # default: the node's allocatable memory / its GPUs
@@ -195,6 +200,9 @@ pub struct Config {
     pub output: OutputConfig,
     #[serde(default)]
     pub resources: ResourcesConfig,
+    /// `[confinement]`: jobs in cgroups (see gpuq_exec::cgroup).
+    #[serde(default)]
+    pub confinement: gpuq_exec::cgroup::ConfinementConfig,
 }
 
 /// `[envs]`: cached Python environments, built with uv as the job's user.

@@ -309,6 +309,33 @@ async fn serve(opts: ServerOptions) -> Result<()> {
                 .map_or(0, |(_, total)| output.reserve_bytes(total)),
         },
     );
+    // Jobs' cgroups: found (and the daemon's subtree set up) before any job starts.
+    let confinement = Arc::new(if slurm_mode {
+        gpuq_exec::cgroup::Confinement::off("jobs run under Slurm, whose cgroups confine them")
+    } else {
+        gpuq_exec::cgroup::Confinement::detect(&opts.config.confinement)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", opts.config_path.display()))?
+    });
+    tracing::info!("job confinement: {}", confinement.describe());
+    let executor = executor.with_confinement(
+        confinement.clone(),
+        discovery
+            .gpus
+            .iter()
+            .map(|g| {
+                let device = gpuq_exec::GpuDevice {
+                    minor: g.minor,
+                    uuid: g.uuid.clone(),
+                    local_cpus: g
+                        .bus_id
+                        .as_deref()
+                        .map(gpuq_exec::cgroup::cpus::local_to)
+                        .unwrap_or_default(),
+                };
+                (g.index, device)
+            })
+            .collect(),
+    );
     let identity = Arc::new(identity::Identity::new(identity::AccountRules {
         admins: &opts.config.admins,
         single_user: opts.config.single_user,
@@ -364,6 +391,11 @@ async fn serve(opts: ServerOptions) -> Result<()> {
             cpus: capacity.cpus,
             memory_mib: capacity.memory_mib,
         };
+        // All jobs together stay within the node's allocatable memory: none
+        // of them can take the daemon's.
+        if let Err(e) = confinement.limit_all_jobs_memory(node.memory_mib) {
+            tracing::warn!("cannot limit the jobs' memory together: {e}");
+        }
         Arc::new(gpuq_exec::LocalBackend::new(
             executor,
             node,
@@ -420,6 +452,7 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         driver_version: discovery.driver.version.clone(),
         driver_cuda_version: discovery.driver.cuda_version.clone(),
         nvml: discovery.driver.version.is_some(),
+        confinement: Some(confinement.describe()),
     };
     let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(AppContext {
@@ -449,8 +482,9 @@ async fn serve(opts: ServerOptions) -> Result<()> {
         &serde_json::to_vec(&daemon_file)?,
     )?;
     tracing::info!(
-        "gpuq daemon listening on {url} (home {}, {slots} job slots)",
-        home.display()
+        "gpuq daemon listening on {url} (home {}, {slots} job slots; job confinement: {})",
+        home.display(),
+        confinement.describe()
     );
 
     listen::serve_tcp(listener, app, limits, async move {

@@ -34,12 +34,13 @@ fn refuse_arguments(e: clap::Error) -> ! {
     std::process::exit(2)
 }
 
-/// `gpuq __supervise --job-dir DIR --attempt N [--log-max B --log-reserve B] -- ARGV…` (internal).
+/// `gpuq __supervise --job-dir DIR --attempt N [--log-max B --log-reserve B] [--cgroups] -- ARGV…` (internal).
 fn supervise_main(args: &[String]) -> i32 {
     let mut job_dir = None;
     let mut attempt = None;
     let mut env_from_stdin = false;
     let mut terminal = false;
+    let mut cgroups = false;
     let mut cwd = None;
     let mut container = None;
     let (mut log_max, mut log_reserve) = (None, 0u64);
@@ -60,6 +61,11 @@ fn supervise_main(args: &[String]) -> i32 {
             }
             "--terminal" => {
                 terminal = true;
+                rest = tail;
+                continue;
+            }
+            "--cgroups" => {
+                cgroups = true;
                 rest = tail;
                 continue;
             }
@@ -106,6 +112,7 @@ fn supervise_main(args: &[String]) -> i32 {
             max_bytes,
             reserve_bytes: log_reserve,
         }),
+        cgroups,
     })
 }
 

@@ -21,6 +21,10 @@ pub struct JobGroups {
     /// The CPUs of its cpuset (what it holds while it runs).
     #[serde(default)]
     pub cpus: Vec<u32>,
+    /// Those CPUs are its own (it asked for cores); else they are what nobody
+    /// held when it started, which it shares.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub holds_cpus: bool,
     /// Its memory limit (none: the jobs' common limit only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_limit_bytes: Option<u64>,
@@ -206,6 +210,7 @@ mod tests {
             .into(),
             v2: Some("/sys/fs/cgroup/unified/gpuq-jobs/job-1-1".into()),
             cpus: vec![0, 1],
+            holds_cpus: true,
             memory_limit_bytes: Some(1 << 30),
         };
         g.save(&dir, 1).unwrap();

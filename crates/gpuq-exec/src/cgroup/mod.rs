@@ -153,6 +153,8 @@ pub struct GroupSpec {
     pub memory_mib: u64,
     /// Its CPUs (empty: its parent's).
     pub cpus: Vec<u32>,
+    /// The CPUs are its own (see [`JobGroups::holds_cpus`]).
+    pub holds_cpus: bool,
 }
 
 impl Confinement {
@@ -389,6 +391,7 @@ impl Confinement {
         };
         let mut groups = JobGroups {
             cpus: spec.cpus.clone(),
+            holds_cpus: spec.holds_cpus,
             ..Default::default()
         };
         for (ctrl, parent) in &a.v1 {

@@ -26,6 +26,8 @@ pub fn keyed(text: &str, key: &str) -> Option<u64> {
 pub fn read_usage(groups: &JobGroups) -> CgroupUsage {
     let mut u = CgroupUsage {
         memory_limit_bytes: groups.memory_limit_bytes,
+        // Only cores of its own count: a job without any shared what was free.
+        cpus: (groups.holds_cpus && !groups.cpus.is_empty()).then_some(groups.cpus.len() as u32),
         ..Default::default()
     };
     if let Some(mem) = groups.v1.get("memory") {

@@ -153,6 +153,28 @@ fn daemon_checks(info: &gpuq_api::ServerInfo, asked: u32) -> Vec<Check> {
         detail,
         fix,
     ));
+    if let Some(c) = &info.confinement {
+        // Without confinement a job can reach GPUs, memory and cores it was
+        // not given, and a process that leaves its group outlives a cancel.
+        let (status, fix) = if c.starts_with("none") {
+            (
+                "warn",
+                "run the daemon as root, or under a service manager that delegates its cgroup (docs/systemd: Delegate=yes); [confinement] mode = \"auto\"",
+            )
+        } else if c.contains("NOT") {
+            ("warn", "mount the missing cgroup controllers (see docs)")
+        } else {
+            ("ok", "")
+        };
+        out.push(Check::new(
+            "confinement",
+            "Job isolation (cgroups)",
+            status,
+            Value::from(c.clone()),
+            c.clone(),
+            fix,
+        ));
+    }
     if let Some(v) = &info.driver_version {
         out.push(Check::new(
             "nvml_driver",
