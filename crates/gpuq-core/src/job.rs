@@ -56,6 +56,11 @@ pub struct Job {
     /// The most tasks of its array that run at once (`%N`), if limited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_limit: Option<u32>,
+    /// A running job's memory and CPU so far, read from its cgroup when asked
+    /// (absent when it is not running or runs unconfined; an ended attempt's
+    /// figures are in its `attempts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_usage: Option<HostUsage>,
 }
 
 /// One run of a job.

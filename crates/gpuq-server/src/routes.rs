@@ -268,6 +268,8 @@ pub async fn show(
         .with_store(|s| Ok((s.attempts(id)?, s.events(id)?)))?;
     let gpu_usage = ctx.service.job_gpu_usage(&job, &attempts);
     ctx.service.add_running_attempt_usage(&job, &mut attempts);
+    ctx.service
+        .add_running_attempt_host_usage(&job, &mut attempts);
     Ok(Json(JobDetail {
         job,
         attempts,

@@ -900,6 +900,7 @@ fn read_job(r: &Row<'_>) -> rusqlite::Result<Result<Job>> {
             array_id: r.get(23)?,
             array_index: r.get(24)?,
             array_limit: r.get(25)?,
+            host_usage: None,
         })
     })();
     match parsed {

@@ -82,6 +82,7 @@ export function mount(root, route, app) {
           [t('col.runtime'), runtimeEl(job.started_at, job.ended_at)],
           [t('job.attempt'), job.attempt + (job.failures ? ' · ' + t('job.failures', { n: job.failures }) : '') + (s.retries ? ' · ' + t('job.retries', { n: s.retries }) : '')],
           [t('col.cost'), money(job.cost)],
+          ...hostFacts(),
           [t('job.timeLimit'), s.time_limit || undefined],
           [t('job.exit'), exit || undefined],
           [t('job.array'), arr],
@@ -97,10 +98,35 @@ export function mount(root, route, app) {
         ], 'facts-wide')));
   }
 
+  // Memory and CPU of the latest attempt its cgroup counted, next to what was asked.
+  function hostFacts() {
+    const a = [...detail.attempts].reverse().find((x) => x.host_usage);
+    if (!a) return [];
+    const u = a.host_usage;
+    const of = a.attempt === job.attempt ? '' : ' (' + t('job.attempt') + ' ' + a.attempt + ')';
+    const peak = bytes(u.memory_peak_bytes);
+    let mem = u.memory_limit_bytes != null
+      ? t((job.spec || {}).memory ? 'job.memAsked' : 'job.memGiven', { limit: bytes(u.memory_limit_bytes), peak })
+      : u.memory_peak_bytes != null ? t('job.memNoLimit', { peak }) : null;
+    const memEl = mem == null && !u.oom_killed ? undefined
+      : h('span', { id: 'job-memory' }, mem || '', u.oom_killed ? [mem ? ' · ' : '', h('span', { class: 'badge bad' }, t('job.oom'))] : '', of);
+    let cpuEl;
+    if (u.cpu_seconds != null) {
+      const cores = u.cpus ? t('job.cores', { n: u.cpus }) : t('job.noCores');
+      const wall = a.ended_at != null ? (a.ended_at - a.started_at) / 1000 : 0;
+      const busy = wall > 0 ? ' (' + t('job.coresBusy', { n: num(u.cpu_seconds / wall, 1) }) + ')' : '';
+      cpuEl = h('span', { id: 'job-cpu' }, cores + ', ' + t('job.coreHours', { h: hours(u.cpu_seconds / 3600) }) + busy + of);
+    }
+    return [[t('job.memory'), memEl], [t('job.cpu'), cpuEl]];
+  }
+
   function renderAttempts() {
     const rows = detail.attempts.map((a) => {
       const end = a.exit_code != null ? t('job.exitCode', { code: a.exit_code }) : a.signal != null ? t('job.signal', { sig: a.signal }) : '';
       const u = a.gpu_usage || {};
+      const host = a.host_usage || {};
+      const hostMem = host.memory_peak_bytes != null || host.memory_limit_bytes != null
+        ? bytes(host.memory_peak_bytes) + ' / ' + bytes(host.memory_limit_bytes) : DASH;
       return h('tr', { dataset: { attempt: a.attempt } },
         h('td', { class: 'num' }, String(a.attempt)),
         h('td', null, a.node),
@@ -112,12 +138,15 @@ export function mount(root, route, app) {
         h('td', { class: 'reason', title: a.reason || null }, text(reasonText(a.reason))),
         h('td', { class: 'num' }, pct(u.util_avg_percent)),
         h('td', { class: 'num' }, mib(u.memory_peak_mib)),
+        h('td', { class: 'num nowrap' }, hostMem, host.oom_killed ? [' ', h('span', { class: 'badge bad' }, t('job.oom'))] : ''),
+        h('td', { class: 'num' }, host.cpu_seconds != null ? t('job.coreHours', { h: hours(host.cpu_seconds / 3600) }) : DASH),
         h('td', { class: 'num' }, a.rate_per_hour != null ? money(a.rate_per_hour) + t('perHour') : DASH));
     });
     clear(attemptsBody, table('attempts', [
       { label: '#', class: 'num' }, t('job.node'), t('col.gpus'), t('job.started'), t('job.ended'),
       { label: t('job.duration'), class: 'num' }, t('job.exit'), t('job.endCause'),
-      { label: t('job.utilAvg'), class: 'num' }, { label: t('job.memPeak'), class: 'num' }, { label: t('job.rate'), class: 'num' },
+      { label: t('job.utilAvg'), class: 'num' }, { label: t('job.memPeak'), class: 'num' },
+      { label: t('job.hostMem'), class: 'num' }, { label: t('job.cpuTime'), class: 'num' }, { label: t('job.rate'), class: 'num' },
     ], rows, t('job.noAttempts')));
   }
 
@@ -541,4 +570,9 @@ export function fmtValue(v) {
   const a = Math.abs(v);
   if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(3);
   return String(Number(v.toPrecision(5)));
+}
+
+// Bytes as the page writes memory (MiB, GiB); unknown is a dash, never 0.
+function bytes(v) {
+  return v == null ? DASH : mib(v / 1048576);
 }

@@ -462,5 +462,6 @@ impl Service {
         if let Some(note) = self.session_note(job.id, now) {
             job.reason = Some(note);
         }
+        self.add_live_host_usage(job);
     }
 }

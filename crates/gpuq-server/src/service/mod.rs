@@ -12,6 +12,7 @@ mod cpu;
 mod envs;
 mod envs_inputs;
 mod explain;
+mod host_usage;
 mod housekeeping;
 mod input;
 pub mod monitoring;

@@ -146,6 +146,29 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     if let Some(u) = &detail.gpu_usage {
         row("gpu usage", gpu_usage_line(u));
     }
+    // Memory and CPU as the latest confined attempt's cgroup counted them.
+    if let Some(a) = detail
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.host_usage.is_some())
+    {
+        let h = a.host_usage.as_ref().expect("found above");
+        let of = if a.attempt == j.attempt {
+            String::new()
+        } else {
+            format!(" (attempt {})", a.attempt)
+        };
+        if let Some(m) = gpuq_core::advice::memory_words(h, j.spec.memory.is_some()) {
+            row("memory", m + &of);
+        }
+        let wall = a
+            .ended_at
+            .map(|e| (e - a.started_at).max(0) as f64 / 1000.0);
+        if let Some(c) = gpuq_core::advice::cpu_words(h, wall) {
+            row("cpu", c + &of);
+        }
+    }
     // Metrics over a limit of the daemon's: say how many were dropped, and why.
     if let Ok(m) = client.job_metrics(id, None, 2).await {
         let dropped = super::metrics::dropped_lines(&m.dropped);

@@ -369,6 +369,8 @@ fn draw_jobs(frame: &mut Frame, area: Rect, view: &View) {
                         .map(|m| format!("{m} MiB"))
                         .unwrap_or("-".into()),
                 ),
+                Cell::from(ram_text(r.job.host_usage.as_ref())),
+                Cell::from(cpu_text(r.job.host_usage.as_ref(), r.runtime_ms)),
                 Cell::from(span(r.runtime_ms)),
                 Cell::from(shorten(r.job.name.as_deref().unwrap_or(&r.job.command), 40)),
             ])
@@ -389,13 +391,15 @@ fn draw_jobs(frame: &mut Frame, area: Rect, view: &View) {
             Constraint::Length(8),
             Constraint::Length(6),
             Constraint::Length(11),
+            Constraint::Length(13),
+            Constraint::Length(8),
             Constraint::Length(9),
             Constraint::Min(10),
         ],
     )
     .header(
         Row::new(vec![
-            "JOB", "USER", "GPUS", "UTIL", "MEMORY", "RUNTIME", "NAME",
+            "JOB", "USER", "GPUS", "UTIL", "GPU MEM", "RAM PEAK", "CPU", "RUNTIME", "NAME",
         ])
         .style(Style::default().add_modifier(Modifier::BOLD)),
     )
@@ -405,6 +409,48 @@ fn draw_jobs(frame: &mut Frame, area: Rect, view: &View) {
             .title(Line::from(vec![Span::raw(title)])),
     );
     frame.render_widget(table, area);
+}
+
+/// A running job's memory as its cgroup counts it: the peak so far over its
+/// limit ("9.1G/64G"), "OOM" once the kernel killed a process of it there;
+/// "-" when it runs unconfined.
+fn ram_text(u: Option<&gpuq_core::job::HostUsage>) -> String {
+    let Some(u) = u else { return "-".into() };
+    let g = |b: u64| {
+        let gib = b as f64 / (1u64 << 30) as f64;
+        if gib >= 1.0 {
+            let t = format!("{gib:.1}");
+            format!("{}G", t.strip_suffix(".0").unwrap_or(&t))
+        } else {
+            format!("{}M", b >> 20)
+        }
+    };
+    let mut t = match (u.memory_peak_bytes, u.memory_limit_bytes) {
+        (Some(p), Some(l)) => format!("{}/{}", g(p), g(l)),
+        (Some(p), None) => g(p),
+        (None, Some(l)) => format!("?/{}", g(l)),
+        (None, None) => "-".into(),
+    };
+    if u.oom_killed {
+        t.push_str(" OOM");
+    }
+    t
+}
+
+/// Cores busy on average since the attempt began, over the cores it was
+/// given ("2.1/8"); "-" when unconfined or not yet measurable.
+fn cpu_text(u: Option<&gpuq_core::job::HostUsage>, runtime_ms: i64) -> String {
+    let Some(cpu) = u.and_then(|u| u.cpu_seconds) else {
+        return "-".into();
+    };
+    if runtime_ms <= 0 {
+        return "-".into();
+    }
+    let busy = format!("{:.1}", cpu / (runtime_ms as f64 / 1000.0));
+    match u.and_then(|u| u.cpus) {
+        Some(n) => format!("{busy}/{n}"),
+        None => busy,
+    }
 }
 
 /// Every string of a job the table shows passes here: cleaned, then cut.
@@ -586,6 +632,7 @@ mod tests {
             array_id: None,
             array_index: None,
             array_limit: None,
+            host_usage: None,
         }
     }
 
@@ -647,6 +694,31 @@ mod tests {
             ana.contains("95%") && ana.contains("40960 MiB") && ana.contains("1h"),
             "{ana}"
         );
+    }
+
+    #[test]
+    fn a_confined_jobs_memory_and_cores_are_shown_beside_its_gpus() {
+        let mut v = view();
+        v.jobs[0].host_usage = Some(gpuq_core::job::HostUsage {
+            oom_killed: false,
+            memory_peak_bytes: Some(9 * (1 << 30) + (1 << 30) / 10),
+            memory_limit_bytes: Some(64 << 30),
+            // An hour at 2.1 cores of the 8 it was given.
+            cpu_seconds: Some(2.1 * 3600.0),
+            cpus: Some(8),
+        });
+        v.jobs[1].host_usage = Some(gpuq_core::job::HostUsage {
+            oom_killed: true,
+            memory_peak_bytes: Some(512 << 20),
+            memory_limit_bytes: Some(512 << 20),
+            ..Default::default()
+        });
+        let s = screen(&v);
+        assert!(s.contains("RAM PEAK") && s.contains("CPU"), "{s}");
+        let ana = s.lines().find(|l| l.contains("run-7")).expect("job 7 row");
+        assert!(ana.contains("9.1G/64G") && ana.contains("2.1/8"), "{ana}");
+        let bo = s.lines().find(|l| l.contains("run-9")).expect("job 9 row");
+        assert!(bo.contains("512M/512M OOM"), "{bo}");
     }
 
     #[test]
