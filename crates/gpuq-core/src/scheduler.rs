@@ -265,6 +265,20 @@ pub enum WaitReason {
     /// Not enough free GPUs on nodes of the kind it needs: a multi-node job, or
     /// any job on a cluster of several kinds of node.
     Nodes(NodeShortage),
+    /// Enough free GPUs, but not `cpus` free cores with them on one node (at
+    /// most `most_free`). `reserved` as in [`WaitReason::Resources`].
+    Cores {
+        cpus: u32,
+        most_free: u32,
+        reserved: Option<Option<Millis>>,
+    },
+    /// Enough free GPUs and cores, but not `mib` of free memory with them on
+    /// one node (at most `most_free_mib`).
+    Memory {
+        mib: u64,
+        most_free_mib: u64,
+        reserved: Option<Option<Millis>>,
+    },
     /// Every node runs as many jobs as it has slots.
     Slots,
     /// The user already holds `used` GPUs of a quota of `limit`.
@@ -384,8 +398,9 @@ pub fn explain<'p>(
 }
 
 /// Whether `job` can ever be placed on `nodes` (all free): the test the pass
-/// applies before failing a job as too large, for callers that screen jobs
-/// before queueing them (the simulator).
+/// applies before failing a job as too large (by GPUs, cores or memory), for
+/// callers that screen jobs before queueing them (the simulator, the daemon's
+/// submit).
 pub fn can_ever_place(job: &PendingJob, nodes: &[Node]) -> bool {
     let largest = nodes.iter().map(|n| n.gpus.len() as u32).max().unwrap_or(0);
     gang::request(job, nodes, largest, &mut None).is_ok()

@@ -74,10 +74,20 @@ pub(super) fn request(
     };
     // Only on the way to a `Fail`: the common case allocates nothing.
     let asked = || crate::plural(job.gpus.into(), "GPU");
+    // Nodes whose cores and memory could ever hold the job (all of them for
+    // a job that reserves none, or where no node counts them).
+    let holds = |n: &Node| job.resources.is_none() || n.can_hold(&job.resources);
     match job.nodes {
         None | Some(0) | Some(1) => {
             if job.gpus <= largest {
-                return Ok(Request::Single);
+                if job.resources.is_none()
+                    || nodes
+                        .iter()
+                        .any(|n| n.suitable(job) >= job.gpus && holds(n))
+                {
+                    return Ok(Request::Single);
+                }
+                return Err(host_too_large(job, nodes));
             }
             let too_large = || format!("job asks for {}; the largest node has {largest}", asked());
             if job.nodes.is_some() {
@@ -89,15 +99,16 @@ pub(super) fn request(
             let mut most: Option<(u32, usize, usize)> = None;
             for (k, members) in kinds.members.iter().enumerate() {
                 let per_node = nodes[members[0]].suitable(job);
-                if per_node == 0 || members.len() < 2 {
+                let holding = members.iter().filter(|&&n| holds(&nodes[n])).count();
+                if per_node == 0 || holding < 2 {
                     continue;
                 }
-                let capacity = per_node.saturating_mul(members.len() as u32);
+                let capacity = per_node.saturating_mul(holding as u32);
                 if most.is_none_or(|(c, _, _)| capacity > c) {
-                    most = Some((capacity, members.len(), k));
+                    most = Some((capacity, holding, k));
                 }
                 let need = job.gpus.div_ceil(per_node);
-                if need as usize <= members.len() {
+                if need as usize <= holding {
                     options.push(GangOption {
                         kind: k,
                         nodes: need,
@@ -128,8 +139,9 @@ pub(super) fn request(
                 if nodes[members[0]].suitable(job) < job.gpus {
                     continue;
                 }
-                most = most.max(members.len());
-                if members.len() >= count as usize {
+                let holding = members.iter().filter(|&&n| holds(&nodes[n])).count();
+                most = most.max(holding);
+                if holding >= count as usize {
                     options.push(GangOption {
                         kind: k,
                         nodes: count,
@@ -159,9 +171,34 @@ pub(super) fn request(
     }
 }
 
-/// The nodes of `option`'s kind that can take their share now (a free slot
-/// and enough free GPUs), in the order a gang takes them: tightest fit first,
-/// then the lowest index (whole nodes: by index).
+/// Why no node could ever hold a job that fits by GPUs: its cores or its
+/// memory ("job asks for 8 cores; the largest node has 2").
+fn host_too_large(job: &PendingJob, nodes: &[Node]) -> String {
+    let gpu_ok = || nodes.iter().filter(|n| n.suitable(job) >= job.gpus);
+    let res = &job.resources;
+    let cores_ok = gpu_ok().any(|n| n.cpus == 0 || res.cpus <= n.cpus);
+    if !cores_ok {
+        let most = gpu_ok().map(|n| n.cpus).max().unwrap_or(0);
+        return format!(
+            "job asks for {}; the largest node has {most} for jobs",
+            crate::plural(res.cpus.into(), "core")
+        );
+    }
+    let most = gpu_ok()
+        .filter(|n| n.cpus == 0 || res.cpus <= n.cpus)
+        .map(|n| n.memory_mib)
+        .max()
+        .unwrap_or(0);
+    format!(
+        "job asks for {} of memory; the largest node has {} for jobs",
+        crate::resources::mib_text(res.memory_mib),
+        crate::resources::mib_text(most)
+    )
+}
+
+/// The nodes of `option`'s kind that can take their share now (a free slot,
+/// enough free GPUs, and its cores and memory), in the order a gang takes
+/// them: tightest fit first, then the lowest index (whole nodes: by index).
 pub(super) fn ready_nodes(
     pool: &Pool<'_>,
     kinds: &Kinds,
@@ -170,7 +207,7 @@ pub(super) fn ready_nodes(
 ) -> Vec<usize> {
     let mut ready: Vec<(u32, usize)> = kinds.members[option.kind]
         .iter()
-        .filter(|&&n| pool.free_slots[n] > 0)
+        .filter(|&&n| pool.free_slots[n] > 0 && pool.host_fits(n, &job.resources))
         .filter_map(|&n| {
             let free = pool.suitable_free(n, job);
             let enough = if option.whole {

@@ -1,6 +1,7 @@
 //! A node's schedulable resources, its kind, and the choice of GPUs on it.
 
 use super::PendingJob;
+use crate::JobResources;
 
 /// One machine's schedulable resources.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,6 +62,13 @@ impl std::fmt::Display for NodeKind {
 }
 
 impl Node {
+    /// Whether the node could ever hold `res` (all of its cores and memory
+    /// free); a node that does not count cores or memory holds any amount.
+    pub fn can_hold(&self, res: &JobResources) -> bool {
+        (self.cpus == 0 || res.cpus <= self.cpus)
+            && (self.memory_mib == 0 || res.memory_mib <= self.memory_mib)
+    }
+
     /// Position of GPU index `gpu` in `gpus` (indices are usually their own positions).
     pub(super) fn position(&self, gpu: u32) -> Option<usize> {
         if self.gpus.get(gpu as usize) == Some(&gpu) {

@@ -135,7 +135,11 @@ pub(super) fn run<'p>(
             Attempt::Started => {}
             Attempt::NoRoom => {
                 let mut reserved = None;
-                if pass.reservation.is_none() && job.total_gpus() > 0 {
+                // A job that reserves nothing (a CPU-only job without cores
+                // or memory of its own) waits only for a slot: no reservation.
+                if pass.reservation.is_none()
+                    && (job.total_gpus() > 0 || !job.resources.is_none())
+                {
                     let groups = pass.groups(job, &request);
                     pass.reservation = reserve::reserve(input.now, &pass.pool, &groups);
                     reserved = pass.reservation.as_ref().map(|r| r.start);
@@ -231,10 +235,18 @@ impl<'a, 'p> Pass<'a, 'p> {
             return Attempt::NoRoom;
         }
         let ends_by = self.ends_by(job);
-        let admits = |n: usize| {
+        let res = &job.resources;
+        // Whether some node has room (GPUs, cores, memory) before the
+        // reservation's rule: `None` then means waiting for the reservation.
+        let mut room = false;
+        let mut admits = |n: usize| {
+            if !res.is_none() && !pool.host_fits(n, res) {
+                return false;
+            }
+            room = true;
             self.reservation
                 .as_ref()
-                .is_none_or(|r| r.allows(n, job.gpus, ends_by))
+                .is_none_or(|r| r.allows(n, job.gpus, res, ends_by))
         };
         let chosen = if job.is_constrained() {
             let mut fits: Vec<(u32, usize)> = (0..pool.nodes.len())
@@ -249,7 +261,11 @@ impl<'a, 'p> Pass<'a, 'p> {
             pool.best_fit(job.gpus, admits)
         };
         let Some(node) = chosen else {
-            return Attempt::Reserved;
+            return if room {
+                Attempt::Reserved
+            } else {
+                Attempt::NoRoom
+            };
         };
         let candidates = self.pool.free_suiting(node, job);
         let gpus = self.pool.nodes[node].pick(&candidates, job.gpus as usize);
@@ -272,9 +288,9 @@ impl<'a, 'p> Pass<'a, 'p> {
             let admitted: Vec<usize> = ready
                 .into_iter()
                 .filter(|&n| {
-                    self.reservation
-                        .as_ref()
-                        .is_none_or(|r| r.allows(n, option.per_node, ends_by))
+                    self.reservation.as_ref().is_none_or(|r| {
+                        r.allows(n, option.per_node, &job.resources, ends_by)
+                    })
                 })
                 .take(option.nodes as usize)
                 .collect();
@@ -308,9 +324,10 @@ impl<'a, 'p> Pass<'a, 'p> {
 
     fn start(&mut self, job: &PendingJob, placement: Placement, ends_by: Option<Millis>) {
         for part in &placement.0 {
-            self.pool.take(part.node, &part.gpus, ends_by);
+            self.pool
+                .take(part.node, &part.gpus, job.resources, ends_by);
             if let Some(r) = &mut self.reservation {
-                r.take(part.node, part.gpus.len() as u32, ends_by);
+                r.take(part.node, part.gpus.len() as u32, &job.resources, ends_by);
             }
         }
         if let Some(g) = job.group {
@@ -336,9 +353,11 @@ impl<'a, 'p> Pass<'a, 'p> {
             Request::Single => vec![NodeGroup {
                 candidates: (0..nodes.len())
                     .filter(|&n| nodes[n].suitable(job) >= job.gpus)
+                    .filter(|&n| job.resources.is_none() || nodes[n].can_hold(&job.resources))
                     .collect(),
                 count: 1,
                 per_node: job.gpus,
+                res: job.resources,
                 kind: None,
             }],
             Request::Gang(options) => {
@@ -349,6 +368,7 @@ impl<'a, 'p> Pass<'a, 'p> {
                         candidates: kinds.members[o.kind].clone(),
                         count: o.nodes,
                         per_node: o.per_node,
+                        res: job.resources,
                         kind: Some(o.kind),
                     })
                     .collect()
@@ -366,6 +386,9 @@ impl<'a, 'p> Pass<'a, 'p> {
         let pool = &self.pool;
         if pool.free_slots.iter().all(|&s| s == 0) {
             return WaitReason::Slots;
+        }
+        if let (Request::Single, Some(reason)) = (request, host_reason(pool, job, reserved)) {
+            return reason;
         }
         let kinds = self.kinds.get_or_insert_with(|| Kinds::of(pool.nodes));
         match request {
@@ -392,6 +415,43 @@ impl<'a, 'p> Pass<'a, 'p> {
             }
         }
     }
+}
+
+/// Why a job that fits by GPUs somewhere still has no room: the cores or the
+/// memory of the nodes with its GPUs free (`None` when GPUs are what it lacks).
+fn host_reason(
+    pool: &Pool<'_>,
+    job: &PendingJob,
+    reserved: Option<Option<Millis>>,
+) -> Option<WaitReason> {
+    let res = &job.resources;
+    if res.is_none() {
+        return None;
+    }
+    let gpu_ok: Vec<usize> = (0..pool.nodes.len())
+        .filter(|&n| pool.free_slots[n] > 0 && pool.suitable_free(n, job) >= job.gpus)
+        .collect();
+    if gpu_ok.is_empty() {
+        return None;
+    }
+    let cores_ok = |n: usize| pool.nodes[n].cpus == 0 || res.cpus <= pool.free_host[n].cpus;
+    if !gpu_ok.iter().any(|&n| cores_ok(n)) {
+        return Some(WaitReason::Cores {
+            cpus: res.cpus,
+            most_free: gpu_ok.iter().map(|&n| pool.free_host[n].cpus).max().unwrap_or(0),
+            reserved,
+        });
+    }
+    Some(WaitReason::Memory {
+        mib: res.memory_mib,
+        most_free_mib: gpu_ok
+            .iter()
+            .filter(|&&n| cores_ok(n))
+            .map(|&n| pool.free_host[n].memory_mib)
+            .max()
+            .unwrap_or(0),
+        reserved,
+    })
 }
 
 /// Queue order with fair share: priority class, then the user's standing, then

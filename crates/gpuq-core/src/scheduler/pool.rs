@@ -1,17 +1,25 @@
-//! What is free during one pass: GPUs and slots per node, and who holds the
-//! rest until when (for reservations). Built once per pass in O(nodes +
+//! What is free during one pass: GPUs, slots, cores and memory per node, and
+//! who holds the rest until when (for reservations). Built once per pass in O(nodes +
 //! running GPUs), in a few flat vectors: a pass over a cluster of a thousand
 //! nodes allocates no per-node set.
 
 use super::{Node, PendingJob, RunningJob};
-use crate::Millis;
+use crate::{JobResources, Millis};
 
-/// A job's GPUs on one node, and when its time limit frees them.
+/// A job's GPUs, cores and memory on one node, and when its time limit frees them.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Holder {
     pub node: usize,
     pub gpus: u32,
+    pub res: JobResources,
     pub ends_by: Option<Millis>,
+}
+
+impl Holder {
+    /// Holds something a reservation could wait for.
+    pub fn holds_any(&self) -> bool {
+        self.gpus > 0 || !self.res.is_none()
+    }
 }
 
 pub(super) struct Pool<'a> {
@@ -23,6 +31,9 @@ pub(super) struct Pool<'a> {
     /// Free GPUs per node.
     pub free: Vec<u32>,
     pub free_slots: Vec<u32>,
+    /// Cores and memory no job holds, per node (only meaningful where the
+    /// node counts them: `Node::cpus` / `Node::memory_mib` above 0).
+    pub free_host: Vec<JobResources>,
     /// Nodes with a free slot, by number of free GPUs: "does a job of g GPUs
     /// fit anywhere" is answered without a scan of the nodes.
     by_free: Vec<u32>,
@@ -53,6 +64,13 @@ impl<'a> Pool<'a> {
             }
         }
         let mut free_slots: Vec<u32> = nodes.iter().map(|n| n.slots).collect();
+        let mut free_host: Vec<JobResources> = nodes
+            .iter()
+            .map(|n| JobResources {
+                cpus: n.cpus,
+                memory_mib: n.memory_mib,
+            })
+            .collect();
         let mut holders = Vec::with_capacity(running.len());
         for r in running {
             for part in &r.placement.0 {
@@ -65,9 +83,13 @@ impl<'a> Pool<'a> {
                     }
                 }
                 free_slots[part.node] = free_slots[part.node].saturating_sub(1);
+                let host = &mut free_host[part.node];
+                host.cpus = host.cpus.saturating_sub(r.resources.cpus);
+                host.memory_mib = host.memory_mib.saturating_sub(r.resources.memory_mib);
                 holders.push(Holder {
                     node: part.node,
                     gpus: part.gpus.len() as u32,
+                    res: r.resources,
                     ends_by: r.ends_by,
                 });
             }
@@ -93,10 +115,20 @@ impl<'a> Pool<'a> {
             bits,
             free,
             free_slots,
+            free_host,
             by_free,
             holders,
             largest,
         }
+    }
+
+    /// Whether node `n` has the cores and memory `res` asks for free (a node
+    /// that does not count cores or memory has them).
+    pub fn host_fits(&self, n: usize, res: &JobResources) -> bool {
+        let node = &self.nodes[n];
+        let free = &self.free_host[n];
+        (node.cpus == 0 || res.cpus <= free.cpus)
+            && (node.memory_mib == 0 || res.memory_mib <= free.memory_mib)
     }
 
     /// Positions (in `Node::gpus`) of the free GPUs of node `n`.
@@ -166,8 +198,12 @@ impl<'a> Pool<'a> {
         None
     }
 
-    /// Marks `gpus` of node `n` and one of its slots as taken until `ends_by`.
-    pub fn take(&mut self, n: usize, gpus: &[u32], ends_by: Option<Millis>) {
+    /// Marks `gpus` of node `n`, one of its slots, and the cores and memory
+    /// of `res` as taken until `ends_by`.
+    pub fn take(&mut self, n: usize, gpus: &[u32], res: JobResources, ends_by: Option<Millis>) {
+        let host = &mut self.free_host[n];
+        host.cpus = host.cpus.saturating_sub(res.cpus);
+        host.memory_mib = host.memory_mib.saturating_sub(res.memory_mib);
         if self.free_slots[n] > 0 {
             self.by_free[self.free[n] as usize] -= 1;
         }
@@ -187,6 +223,7 @@ impl<'a> Pool<'a> {
         self.holders.push(Holder {
             node: n,
             gpus: gpus.len() as u32,
+            res,
             ends_by,
         });
     }

@@ -1,6 +1,6 @@
 //! Preemption for the first blocked job: the fewest preemptible, lower-class
-//! running jobs whose GPUs let it start, on one node or on the several nodes
-//! it needs.
+//! running jobs whose GPUs (and cores and memory, where a node counts them)
+//! let it start, on one node or on the several nodes it needs.
 
 use super::pool::Pool;
 use super::reserve::NodeGroup;
@@ -48,39 +48,61 @@ pub(super) fn victims(
         let mut costs: Vec<(usize, u32, usize, Vec<usize>)> = Vec::new();
         let mut ready = 0;
         for &n in &group.candidates {
-            let stopping: u32 = on_node[n]
-                .iter()
-                .filter(|&&i| running[i].stopping)
-                .map(|&i| suiting(n, &running[i]))
-                .sum();
-            let mut available = pool.suitable_free(n, head) + stopping;
-            if available >= group.per_node {
+            // Cores and memory count only where the node counts them.
+            let need_cpus = if nodes[n].cpus == 0 { 0 } else { group.res.cpus };
+            let need_mib = if nodes[n].memory_mib == 0 {
+                0
+            } else {
+                group.res.memory_mib
+            };
+            let mut available = pool.suitable_free(n, head);
+            let mut host = pool.free_host[n];
+            let add = |r: &RunningJob, available: &mut u32, host: &mut crate::JobResources| {
+                *available += suiting(n, r);
+                host.cpus = host.cpus.saturating_add(r.resources.cpus);
+                host.memory_mib = host.memory_mib.saturating_add(r.resources.memory_mib);
+            };
+            for &i in on_node[n].iter().filter(|&&i| running[i].stopping) {
+                add(&running[i], &mut available, &mut host);
+            }
+            let enough = |available: u32, host: &crate::JobResources| {
+                available >= group.per_node && host.cpus >= need_cpus && host.memory_mib >= need_mib
+            };
+            if enough(available, &host) {
                 ready += 1;
                 costs.push((0, 0, n, Vec::new()));
                 continue;
             }
+            // A victim helps if it frees what the head still lacks there.
+            let helps = |r: &RunningJob| {
+                suiting(n, r) > 0
+                    || (need_cpus > 0 && r.resources.cpus > 0)
+                    || (need_mib > 0 && r.resources.memory_mib > 0)
+            };
             let mut candidates: Vec<usize> = on_node[n]
                 .iter()
                 .copied()
-                .filter(|&i| eligible(&running[i]) && suiting(n, &running[i]) > 0)
+                .filter(|&i| eligible(&running[i]) && helps(&running[i]))
                 .collect();
             candidates.sort_by_key(|&i| {
                 let r = &running[i];
                 (
                     std::cmp::Reverse(suiting(n, r)),
+                    std::cmp::Reverse(r.resources.cpus),
+                    std::cmp::Reverse(r.resources.memory_mib),
                     r.priority,
                     std::cmp::Reverse(r.id),
                 )
             });
             let mut chosen = Vec::new();
             for i in candidates {
-                if available >= group.per_node {
+                if enough(available, &host) {
                     break;
                 }
-                available += suiting(n, &running[i]);
+                add(&running[i], &mut available, &mut host);
                 chosen.push(i);
             }
-            if available >= group.per_node {
+            if enough(available, &host) {
                 let gpus = chosen
                     .iter()
                     .map(|&i| running[i].placement.gpu_count())

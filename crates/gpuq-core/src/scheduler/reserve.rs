@@ -1,48 +1,69 @@
 //! EASY backfill's reservation: the earliest start the first blocked job can
 //! be promised, on one node or on the several nodes of a multi-node job, and
-//! the rule that a later job may not delay it.
+//! the rule that a later job may not delay it. GPUs, cores and memory are
+//! reserved alike (cores and memory only on nodes that count them).
 
 use super::pool::{Holder, Pool};
-use crate::Millis;
+use crate::{JobResources, Millis};
 
 /// Nodes the blocked job could use: `count` of `candidates`, with `per_node`
-/// GPUs free on each.
+/// GPUs and `res` free on each.
 pub(super) struct NodeGroup {
     pub candidates: Vec<usize>,
     pub count: u32,
     pub per_node: u32,
+    pub res: JobResources,
     /// The gang option's kind, for `explain` (none for a single-node job).
     pub kind: Option<usize>,
 }
 
-/// A reserved node and the GPUs it has beyond the reserved job's share.
-type NodeSpare = (usize, u32);
+/// What a reserved node has at the reserved start beyond the reserved job's
+/// share: GPUs, cores, memory (`u32::MAX`/`u64::MAX` where the node does not
+/// count cores or memory).
+#[derive(Debug, Clone, Copy)]
+struct Spare {
+    gpus: u32,
+    res: JobResources,
+}
+
+/// A reserved node and what it has to spare.
+type NodeSpare = (usize, Spare);
 
 pub(super) struct Reservation {
     /// Reserved start; `None` when some running job has no time limit, so the start is unknown.
     pub start: Option<Millis>,
-    /// Per node: `None` when not reserved, else the GPUs free at the reserved
+    /// Per node: `None` when not reserved, else what is free at the reserved
     /// start beyond what the reserved job needs there.
-    spare: Vec<Option<u32>>,
+    spare: Vec<Option<Spare>>,
     /// The kind of the reserved gang option.
     pub kind: Option<usize>,
 }
 
 impl Reservation {
-    /// Whether a job of `gpus` GPUs on `node`, ending by `ends_by`, leaves the reservation whole.
-    pub fn allows(&self, node: usize, gpus: u32, ends_by: Option<Millis>) -> bool {
+    /// Whether a job of `gpus` GPUs and `res` on `node`, ending by
+    /// `ends_by`, leaves the reservation whole: it ends in time, or it takes
+    /// only what the reserved job will not need. A CPU-only job that reserves
+    /// no cores or memory never waits for a reservation.
+    pub fn allows(&self, node: usize, gpus: u32, res: &JobResources, ends_by: Option<Millis>) -> bool {
         match self.spare[node] {
             None => true,
-            Some(spare) => self.ends_in_time(ends_by) || gpus <= spare,
+            Some(spare) => {
+                self.ends_in_time(ends_by)
+                    || (gpus <= spare.gpus
+                        && res.cpus <= spare.res.cpus
+                        && res.memory_mib <= spare.res.memory_mib)
+            }
         }
     }
 
     /// Records a start that [`Reservation::allows`] accepted.
-    pub fn take(&mut self, node: usize, gpus: u32, ends_by: Option<Millis>) {
+    pub fn take(&mut self, node: usize, gpus: u32, res: &JobResources, ends_by: Option<Millis>) {
         let in_time = self.ends_in_time(ends_by);
         if let Some(spare) = &mut self.spare[node] {
             if !in_time {
-                *spare -= gpus;
+                spare.gpus = spare.gpus.saturating_sub(gpus);
+                spare.res.cpus = spare.res.cpus.saturating_sub(res.cpus);
+                spare.res.memory_mib = spare.res.memory_mib.saturating_sub(res.memory_mib);
             }
         }
     }
@@ -61,7 +82,7 @@ pub(super) fn reserve(now: Millis, pool: &Pool<'_>, groups: &[NodeGroup]) -> Opt
     // the order of one stable sort by (node, end), without sorting every
     // running job again on every pass.
     let mut start_of = vec![0usize; pool.nodes.len() + 1];
-    for h in pool.holders.iter().filter(|h| h.gpus > 0) {
+    for h in pool.holders.iter().filter(|h| h.holds_any()) {
         start_of[h.node + 1] += 1;
     }
     for i in 1..start_of.len() {
@@ -72,11 +93,12 @@ pub(super) fn reserve(now: Millis, pool: &Pool<'_>, groups: &[NodeGroup]) -> Opt
         Holder {
             node: 0,
             gpus: 0,
+            res: JobResources::default(),
             ends_by: None
         };
         start_of[pool.nodes.len()]
     ];
-    for h in pool.holders.iter().filter(|h| h.gpus > 0) {
+    for h in pool.holders.iter().filter(|h| h.holds_any()) {
         holders[at[h.node]] = *h;
         at[h.node] += 1;
     }
@@ -88,21 +110,55 @@ pub(super) fn reserve(now: Millis, pool: &Pool<'_>, groups: &[NodeGroup]) -> Opt
     // (start, (node, spare) of the chosen nodes, kind) of the best group so far.
     let mut best: Option<(Option<Millis>, Vec<NodeSpare>, Option<usize>)> = None;
     for group in groups {
-        // (start, node, spare) per candidate node.
-        let mut ready: Vec<(Option<Millis>, usize, u32)> = group
+        // (start, node, spare) per candidate node that can ever hold its share.
+        let mut ready: Vec<(Option<Millis>, usize, Spare)> = group
             .candidates
             .iter()
-            .map(|&n| {
-                let mut available = pool.free[n];
+            .filter_map(|&n| {
+                let node = &pool.nodes[n];
+                // Cores and memory count only where the node counts them.
+                let need = JobResources {
+                    cpus: if node.cpus == 0 { 0 } else { group.res.cpus },
+                    memory_mib: if node.memory_mib == 0 {
+                        0
+                    } else {
+                        group.res.memory_mib
+                    },
+                };
+                let mut gpus = pool.free[n];
+                let mut host = pool.free_host[n];
+                let enough = |g: u32, h: &JobResources| {
+                    g >= group.per_node && h.cpus >= need.cpus && h.memory_mib >= need.memory_mib
+                };
                 let mut start = Some(now);
                 for h in on_node(n) {
-                    if available >= group.per_node {
+                    if enough(gpus, &host) {
                         break;
                     }
-                    available += h.gpus;
+                    gpus += h.gpus;
+                    host.cpus += h.res.cpus;
+                    host.memory_mib += h.res.memory_mib;
                     start = h.ends_by;
                 }
-                (start, n, available.saturating_sub(group.per_node))
+                if !enough(gpus, &host) {
+                    return None;
+                }
+                let spare = Spare {
+                    gpus: gpus - group.per_node,
+                    res: JobResources {
+                        cpus: if node.cpus == 0 {
+                            u32::MAX
+                        } else {
+                            host.cpus - need.cpus
+                        },
+                        memory_mib: if node.memory_mib == 0 {
+                            u64::MAX
+                        } else {
+                            host.memory_mib - need.memory_mib
+                        },
+                    },
+                };
+                Some((start, n, spare))
             })
             .collect();
         let count = group.count as usize;

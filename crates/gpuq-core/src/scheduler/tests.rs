@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 mod multinode;
 mod properties;
+mod resources;
 
 #[derive(Default)]
 struct Scenario {

@@ -167,6 +167,41 @@ impl Service {
                     if *gpus == 1 { "" } else { "s" }
                 )
             }
+            WaitReason::Cores {
+                cpus,
+                most_free,
+                reserved,
+            } => {
+                let free = match most_free {
+                    0 => "none is free".to_string(),
+                    1 => "at most 1 is free".to_string(),
+                    n => format!("at most {n} are free"),
+                };
+                format!(
+                    "waits: needs {} free; {free} {}, the others reserved by {}{}",
+                    gpuq_core::plural((*cpus).into(), "core"),
+                    self.where_free(),
+                    self.host_holders(inner, now, |r| r.cpus > 0)?,
+                    next_text(reserved, "cores", now)
+                )
+            }
+            WaitReason::Memory {
+                mib,
+                most_free_mib,
+                reserved,
+            } => {
+                let free = match most_free_mib {
+                    0 => "none is free".to_string(),
+                    m => format!("at most {} is free", gpuq_core::resources::mib_text(*m)),
+                };
+                format!(
+                    "waits: needs {} of free memory; {free} {}, the rest reserved by {}{}",
+                    gpuq_core::resources::mib_text(*mib),
+                    self.where_free(),
+                    self.host_holders(inner, now, |r| r.memory_mib > 0)?,
+                    next_text(reserved, "memory", now)
+                )
+            }
             WaitReason::Nodes(shortage) => {
                 let next = match shortage.reserved {
                     Some(Some(start)) => format!(
@@ -194,19 +229,53 @@ impl Service {
                     .map(|s| format!(" from {}", clock(s, now)))
                     .unwrap_or_default();
                 format!(
-                    "waits: its GPUs are free, but starting it could delay job {for_job}, which has them reserved{when}; \
-                     a --time-limit that ends before then would let it start now"
+                    "waits: its {} free, but starting it could delay job {for_job}, which has them reserved{when}; \
+                     a --time-limit that ends before then would let it start now",
+                    reserved_words(inner, id)
                 )
             }
         })
     }
 
+    /// "on this node" (a daemon's own), "on one node" (several).
+    fn where_free(&self) -> &'static str {
+        if self.nodes.len() <= 1 {
+            "on this node"
+        } else {
+            "on one node"
+        }
+    }
+
+    /// The running jobs that reserve cores (or memory), as [`Service::holders`] says them.
+    fn host_holders(
+        &self,
+        inner: &Inner,
+        now: Millis,
+        holds: impl Fn(&gpuq_core::JobResources) -> bool,
+    ) -> Result<String, ServiceError> {
+        let d = self.resource_defaults();
+        self.holders_where(inner, now, |r| {
+            r.spec
+                .as_deref()
+                .is_some_and(|s| holds(&gpuq_core::effective(s, &d)))
+        })
+    }
+
     /// "jobs 12 (alice, ends by 14:05 at its time limit) and 13 (bob, no time limit)"
     fn holders(&self, inner: &Inner, now: Millis) -> Result<String, ServiceError> {
+        self.holders_where(inner, now, |r| r.placement.gpu_count() > 0)
+    }
+
+    fn holders_where(
+        &self,
+        inner: &Inner,
+        now: Millis,
+        holds: impl Fn(&super::RunningAttempt) -> bool,
+    ) -> Result<String, ServiceError> {
         let mut ids: Vec<&JobId> = inner
             .running
             .iter()
-            .filter(|(_, r)| r.placement.gpu_count() > 0)
+            .filter(|(_, r)| holds(r))
             .map(|(id, _)| id)
             .collect();
         ids.sort();
@@ -229,6 +298,43 @@ impl Service {
                 format!("jobs {} and {last}", parts.join(", "))
             }
         })
+    }
+}
+
+/// What a job waiting for a reservation would take: "GPUs", "GPUs and
+/// cores", "cores and memory" (a CPU-only job's)…
+fn reserved_words(inner: &Inner, id: JobId) -> String {
+    let (gpus, res) = inner
+        .pending
+        .values()
+        .find(|p| p.id == id)
+        .map(|p| (p.gpus, p.resources))
+        .unwrap_or_default();
+    let words: Vec<&str> = [
+        (gpus > 0, "GPUs"),
+        (res.cpus > 0, "cores"),
+        (res.memory_mib > 0, "memory"),
+    ]
+    .into_iter()
+    .filter_map(|(has, w)| has.then_some(w))
+    .collect();
+    match words.as_slice() {
+        [] => "GPUs are".into(),
+        ["memory"] => "memory is".into(),
+        [one] => format!("{one} are"),
+        [init @ .., last] => format!("{} and {last} are", init.join(", ")),
+    }
+}
+
+/// "; it is next, with cores reserved by 14:05 at the latest", or nothing.
+fn next_text(reserved: &Option<Option<Millis>>, what: &str, now: Millis) -> String {
+    match reserved {
+        Some(Some(start)) => format!(
+            "; it is next, with {what} reserved by {} at the latest",
+            clock(*start, now)
+        ),
+        Some(None) => format!("; it is next, as soon as {what} free up"),
+        None => String::new(),
     }
 }
 

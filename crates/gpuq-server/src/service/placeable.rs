@@ -3,7 +3,7 @@
 //! the field at fault instead of waiting forever.
 
 use super::{Service, ServiceError};
-use gpuq_core::{PendingJob, SpecError};
+use gpuq_core::{resources, JobResources, PendingJob, SpecError};
 use std::sync::Arc;
 
 impl Service {
@@ -15,10 +15,18 @@ impl Service {
             nodes: spec.nodes,
             gpu_type: spec.gpu_type.as_deref().map(Arc::from),
             gpu_mem_mib: spec.gpu_mem.map(|m| m.mib()),
+            resources: gpuq_core::effective(spec, &self.resource_defaults()),
             ..super::pending_probe()
         };
         if gpuq_core::scheduler::can_ever_place(&probe, &self.nodes) {
             return Ok(());
+        }
+        let by_gpus = PendingJob {
+            resources: Default::default(),
+            ..probe.clone()
+        };
+        if gpuq_core::scheduler::can_ever_place(&by_gpus, &self.nodes) {
+            return Err(self.host_too_large(spec, &probe.resources).into());
         }
         let largest = self.largest_node_gpus();
         let nodes = spec.nodes.unwrap_or(1);
@@ -80,5 +88,45 @@ impl Service {
             ),
         )
         .into())
+    }
+
+    /// A job that fits by GPUs but asks for more cores or memory than any
+    /// node has for jobs: the field at fault, with the most it may ask.
+    fn host_too_large(&self, spec: &gpuq_core::JobSpec, res: &JobResources) -> SpecError {
+        let counted = |f: fn(&gpuq_core::Node) -> u64| {
+            self.nodes.iter().map(f).filter(|&v| v > 0).max()
+        };
+        // Where the amount is the daemon's default, say so: the fix is then in gpuq.toml or a flag.
+        let from_default = |field: &str, key: &str| {
+            if field == "cpus" && spec.cpus.is_none() || field == "memory" && spec.memory.is_none() {
+                format!(" (the default, from [resources] {key} in gpuq.toml)")
+            } else {
+                String::new()
+            }
+        };
+        match counted(|n| n.cpus.into()) {
+            Some(most) if u64::from(res.cpus) > most => SpecError::new(
+                "cpus",
+                format!(
+                    "{}{}: the most a node has for jobs is {most}; ask for at most --cpus {most}",
+                    gpuq_core::plural(res.cpus.into(), "core"),
+                    from_default("cpus", "cpus_per_gpu")
+                ),
+            ),
+            _ => {
+                let most = counted(|n| n.memory_mib).unwrap_or(0);
+                SpecError::new(
+                    "memory",
+                    format!(
+                        "{}{}: the most a node has for jobs is {} (its memory less [resources] \
+                         system_memory); ask for at most --mem {}",
+                        resources::mib_text(res.memory_mib),
+                        from_default("memory", "memory_per_gpu"),
+                        resources::mib_text(most),
+                        gpuq_core::MemSize::from_mib(most)
+                    ),
+                )
+            }
+        }
     }
 }

@@ -1,18 +1,19 @@
-//! Properties over random workloads: no GPU held twice, placements of the
-//! shape asked for, only preemptible lower-class victims, no group (a job
-//! array's `%N`) over its limit, and no starvation of the backfill head.
+//! Properties over random workloads: no GPU held twice, no node's cores or
+//! memory over-committed, placements of the shape asked for, only preemptible
+//! lower-class victims, no group (a job array's `%N`) over its limit, and no
+//! starvation of the backfill head.
 
 use super::super::*;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
 /// A random workload on a random heterogeneous cluster: kinds of node (count,
-/// GPUs, model) and submissions (GPUs, nodes, model wanted, class) interleaved
-/// with job ends.
+/// GPUs, model, cores and memory) and submissions (GPUs, nodes, model wanted,
+/// class, cores and memory) interleaved with job ends.
 #[allow(clippy::type_complexity)]
-fn ops() -> impl Strategy<Value = (Vec<(usize, u32, u8)>, Vec<(bool, u32, u8, u8)>)> {
+fn ops() -> impl Strategy<Value = (Vec<(usize, u32, u8, u8)>, Vec<(bool, u32, u8, u8)>)> {
     (
-        proptest::collection::vec((1usize..4, 0u32..6, 0u8..2), 1..4),
+        proptest::collection::vec((1usize..4, 0u32..6, 0u8..2, 0u8..4), 1..4),
         proptest::collection::vec((any::<bool>(), 0u32..14, 0u8..4, any::<u8>()), 1..80),
     )
 }
@@ -20,15 +21,26 @@ fn ops() -> impl Strategy<Value = (Vec<(usize, u32, u8)>, Vec<(bool, u32, u8, u8
 /// Whether `job` can ever run on `nodes`, by the rules of the module doc,
 /// computed apart from the scheduler: one node large enough; whole nodes of
 /// one kind; or `nodes` nodes of one kind with `gpus` each.
+/// Cores and memory count on nodes that count them: a node holds the job
+/// only if its capacity covers the job's.
 fn placeable(job: &PendingJob, nodes: &[Node]) -> bool {
+    let r = &job.resources;
+    let holds = |n: &Node| {
+        (n.cpus == 0 || r.cpus <= n.cpus) && (n.memory_mib == 0 || r.memory_mib <= n.memory_mib)
+    };
+    if job.nodes.is_none_or(|c| c <= 1) && nodes.iter().any(|n| n.suitable(job) >= job.gpus) {
+        return nodes.iter().any(|n| n.suitable(job) >= job.gpus && holds(n));
+    }
+    // Per kind: the nodes of it that could hold the job.
     let mut kinds: Vec<(&Node, usize)> = Vec::new();
     for n in nodes {
+        let add = usize::from(holds(n));
         match kinds
             .iter_mut()
             .find(|(k, _)| k.gpus.len() == n.gpus.len() && k.attrs == n.attrs)
         {
-            Some((_, count)) => *count += 1,
-            None => kinds.push((n, 1)),
+            Some((_, count)) => *count += add,
+            None => kinds.push((n, add)),
         }
     }
     match job.nodes {
@@ -57,10 +69,12 @@ proptest! {
     fn no_gpu_is_shared_and_counts_are_honoured((kinds, ops) in ops()) {
         let classes = [Priority::Low, Priority::Normal, Priority::High];
         let mut nodes: Vec<Node> = Vec::new();
-        for &(count, gpus, model) in &kinds {
+        for &(count, gpus, model, host) in &kinds {
+            // Not counted; 4 cores and 4 GiB; 8 cores, memory not counted; 16 cores and 8 GiB.
+            let (cpus, memory_mib) = [(0, 0), (4, 4096), (8, 0), (16, 8192)][host as usize];
             for _ in 0..count {
                 let attrs = vec![GpuAttrs { model: format!("m{model}"), memory_mib: 1024 }; gpus as usize];
-                nodes.push(Node { name: format!("n{}", nodes.len()), gpus: (0..gpus).collect(), slots: 4, attrs, ..Default::default() });
+                nodes.push(Node { name: format!("n{}", nodes.len()), gpus: (0..gpus).collect(), slots: 4, attrs, cpus, memory_mib, ..Default::default() });
             }
         }
         let mut running: Vec<RunningJob> = Vec::new();
@@ -89,7 +103,10 @@ proptest! {
                     // Two arrays: at most 1 and at most 2 of their tasks at once.
                     group: (pick % 3 != 0).then(|| JobGroup { id: 1000 + (pick % 2) as u64, limit: 1 + (pick % 2) as u32 }),
                     waits_on: None,
-                    resources: JobResources::default(),
+                    resources: JobResources {
+                        cpus: [0, 1, 2, 4, 8, 20][pick as usize % 6],
+                        memory_mib: [0, 1024, 3000, 9000][(pick as usize / 6) % 4],
+                    },
                 };
                 asked.insert(next_id, job.clone());
                 class.insert(next_id, (classes[pick as usize % 3], pick % 5 < 2));
@@ -173,6 +190,13 @@ proptest! {
             }
             let per_node = |n: usize| running.iter().filter(|r| r.placement.nodes().any(|m| m == n)).count() as u32;
             prop_assert!((0..nodes.len()).all(|n| per_node(n) <= nodes[n].slots));
+            for (n, node) in nodes.iter().enumerate() {
+                let on: Vec<&RunningJob> = running.iter().filter(|r| r.placement.nodes().any(|m| m == n)).collect();
+                let cpus: u32 = on.iter().map(|r| r.resources.cpus).sum();
+                let mib: u64 = on.iter().map(|r| r.resources.memory_mib).sum();
+                prop_assert!(node.cpus == 0 || cpus <= node.cpus, "node {} has {} cores, {} are held", n, node.cpus, cpus);
+                prop_assert!(node.memory_mib == 0 || mib <= node.memory_mib, "node {} has {} MiB, {} are held", n, node.memory_mib, mib);
+            }
         }
     }
 }
