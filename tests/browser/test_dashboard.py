@@ -167,6 +167,14 @@ def test_job_page_draws_metrics_log_and_gpu_history(daemon, new_page):
     )
     assert drawn > 500, f"the metric chart canvas is blank ({drawn} pixels drawn)"
     w.page.wait_for_selector("text=done step=60", timeout=10000)
+    # A confined job (a root daemon confines its jobs) shows what its cgroup
+    # counted: memory against its limit, CPU time, in the facts and per attempt.
+    if os.geteuid() == 0:
+        memory = w.page.locator("#job-memory").inner_text()
+        assert re.match(r"^given [\d.]+ [MG]iB, peaked at [\d.]+ [MKG]iB$", memory), memory
+        assert re.search(r"core-(seconds|minutes|hours)", w.page.locator("#job-cpu").inner_text())
+        header = w.page.locator("#job-attempts thead").inner_text()
+        assert "Memory (peak / limit)" in header and "CPU time" in header, header
     w.shot("job")
     w.assert_clean()
 

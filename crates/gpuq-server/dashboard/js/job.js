@@ -115,7 +115,7 @@ export function mount(root, route, app) {
       const cores = u.cpus ? t('job.cores', { n: u.cpus }) : t('job.noCores');
       const wall = a.ended_at != null ? (a.ended_at - a.started_at) / 1000 : 0;
       const busy = wall > 0 ? ' (' + t('job.coresBusy', { n: num(u.cpu_seconds / wall, 1) }) + ')' : '';
-      cpuEl = h('span', { id: 'job-cpu' }, cores + ', ' + t('job.coreHours', { h: hours(u.cpu_seconds / 3600) }) + busy + of);
+      cpuEl = h('span', { id: 'job-cpu' }, cores + ', ' + cpuTime(u.cpu_seconds) + busy + of);
     }
     return [[t('job.memory'), memEl], [t('job.cpu'), cpuEl]];
   }
@@ -139,7 +139,7 @@ export function mount(root, route, app) {
         h('td', { class: 'num' }, pct(u.util_avg_percent)),
         h('td', { class: 'num' }, mib(u.memory_peak_mib)),
         h('td', { class: 'num nowrap' }, hostMem, host.oom_killed ? [' ', h('span', { class: 'badge bad' }, t('job.oom'))] : ''),
-        h('td', { class: 'num' }, host.cpu_seconds != null ? t('job.coreHours', { h: hours(host.cpu_seconds / 3600) }) : DASH),
+        h('td', { class: 'num' }, host.cpu_seconds != null ? cpuTime(host.cpu_seconds) : DASH),
         h('td', { class: 'num' }, a.rate_per_hour != null ? money(a.rate_per_hour) + t('perHour') : DASH));
     });
     clear(attemptsBody, table('attempts', [
@@ -575,4 +575,11 @@ export function fmtValue(v) {
 // Bytes as the page writes memory (MiB, GiB); unknown is a dash, never 0.
 function bytes(v) {
   return v == null ? DASH : mib(v / 1048576);
+}
+
+// CPU time in the unit that reads best, as `gpuq show` writes it.
+function cpuTime(s) {
+  if (s < 60) return t('job.coreSeconds', { n: num(s) });
+  if (s < 3600) return t('job.coreMinutes', { n: num(s / 60) });
+  return t('job.coreHours', { h: num(s / 3600, 1) });
 }
