@@ -1,7 +1,9 @@
 //! The job contract, written once and run against every backend: exit codes,
-//! what a job sees (its tracked run included), the stop protocol, the exit-75 requeue, and what a daemon
+//! what a job sees (its tracked run included), the stop protocol, the exit-75 requeue, what a daemon
 //! restarted after `kill -9` does with the jobs it left (the "Contracts" of
-//! the design; docs/slurm.md, "Tested").
+//! the design; docs/slurm.md, "Tested"), and on backends that confine their
+//! jobs, that a job reaches only its own GPUs and that nothing it starts
+//! outlives a cancel (contract/confinement.rs).
 //!
 //! Each test is a function of a [`Backend`] (contract/backend.rs) that the
 //! macro below expands once per backend: `local::NAME` runs in every
@@ -13,24 +15,34 @@
 #[path = "contract/backend.rs"]
 mod backend;
 mod common;
+// Run only on backends that confine their jobs.
+#[cfg(feature = "slurm-tests")]
+#[path = "contract/confinement.rs"]
+mod confinement;
 
 use backend::Backend;
 use common::*;
+#[cfg(feature = "slurm-tests")]
+use confinement::*;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
-/// One `#[test]` per backend for each named test function.
+/// One `#[test]` per backend for each named test function; those after
+/// `confined:` (contract/confinement.rs) only on the backends that confine
+/// their jobs with cgroups.
 macro_rules! for_each_backend {
-    ($($test:ident),* $(,)?) => {
+    ($($test:ident),* $(,)? ; confined: $($confined:ident),* $(,)?) => {
         /// Jobs run on this machine under `gpuq __supervise`.
         mod local {
             $(#[test] fn $test() { super::$test(&super::backend::LOCAL) })*
         }
-        /// Jobs run through Slurm (`bash tests/slurm/run`).
+        /// Jobs run through Slurm (`bash tests/slurm/run`), confined by Slurm's
+        /// task/cgroup and proctrack/cgroup.
         #[cfg(feature = "slurm-tests")]
         mod slurm {
             $(#[test] fn $test() { super::$test(&super::backend::SLURM) })*
+            $(#[test] fn $confined() { super::$confined(&super::backend::SLURM) })*
         }
     };
 }
@@ -50,7 +62,10 @@ for_each_backend!(
     a_job_keeps_running_across_a_daemon_kill_and_its_end_is_recorded,
     a_job_that_ends_while_the_daemon_is_down_gets_its_exit_code,
     the_time_limit_holds_across_a_daemon_kill,
-    an_asha_trial_pauses_at_its_rung_and_resumes_from_its_checkpoint,
+    an_asha_trial_pauses_at_its_rung_and_resumes_from_its_checkpoint;
+    confined:
+    a_job_opens_only_its_own_gpus_even_after_setting_cuda_visible_devices,
+    a_process_that_leaves_the_job_s_session_does_not_outlive_cancel,
 );
 
 /// Seconds from the epoch, as the job prints them with `date +%s.%N` after `tag`

@@ -4,6 +4,8 @@
 //! figures differ.
 
 use crate::common::{eventually, Daemon};
+use serde_json::Value;
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub struct Backend {
@@ -24,6 +26,101 @@ pub struct Backend {
     /// The daemon has seen the job run (Slurm: a poll found it RUNNING), which
     /// may be later than the job's first line in its log.
     seen_running: fn(&Daemon, u64) -> bool,
+    /// How the backend confines its jobs (contract/confinement.rs), if it does.
+    #[cfg_attr(not(feature = "slurm-tests"), allow(dead_code))]
+    confined: Option<Confined>,
+}
+
+/// What the confinement tests need of a backend that confines its jobs.
+/// (Without a confining backend in the build, nothing reads it.)
+#[cfg_attr(not(feature = "slurm-tests"), allow(dead_code))]
+#[derive(Clone, Copy)]
+pub struct Confined {
+    /// The stand-in GPUs' device nodes, as the backend's jobs see them.
+    pub devices: fn() -> DeviceNodes,
+    /// The GPUs (device minor numbers) an ended job was given, from its
+    /// `show` and its log (where it printed SLURM_JOB_GPUS).
+    pub own_gpus: fn(&Value, &str) -> Vec<u32>,
+}
+
+/// A directory of stand-in GPU device nodes: nvidiaN (195:N) and nvidiactl
+/// (195:255), which open() finds ENXIO where allowed and EPERM where a devices
+/// cgroup denies them.
+#[cfg_attr(not(feature = "slurm-tests"), allow(dead_code))]
+pub struct DeviceNodes {
+    pub dir: PathBuf,
+    /// Set when this process mounted the directory (unmounted on drop).
+    _mount: Option<tempfile::TempDir>,
+}
+
+impl DeviceNodes {
+    /// Mounts a tmpfs (without nodev: the nodes must open) holding `gpus`
+    /// stand-in GPUs and nvidiactl. Needs root.
+    #[allow(dead_code)] // only the confined local backends mount their own
+    pub fn mount(gpus: u32) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        use std::process::Command;
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("dev");
+        std::fs::create_dir(&dir).unwrap();
+        // Jobs of other users look the nodes up too.
+        std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ok = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                "mode=755,size=64k,nosuid,noexec",
+                "gpuq-test-dev",
+            ])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(
+            ok.success(),
+            "mounting a tmpfs for stand-in GPUs needs root"
+        );
+        let nodes = DeviceNodes {
+            dir,
+            _mount: Some(temp),
+        };
+        let minors = (0..gpus)
+            .map(|n| (format!("nvidia{n}"), n))
+            .chain([("nvidiactl".to_string(), 255)]);
+        for (name, minor) in minors {
+            let ok = Command::new("mknod")
+                .args(["-m", "666"])
+                .arg(nodes.dir.join(name))
+                .args(["c", "195", &minor.to_string()])
+                .status()
+                .unwrap();
+            assert!(ok.success(), "mknod of a stand-in GPU");
+        }
+        nodes
+    }
+
+    /// A directory the backend made, named by an environment variable.
+    #[allow(dead_code)] // only the Slurm backend names its own
+    pub fn from_env(var: &str) -> Self {
+        let dir = std::env::var_os(var).unwrap_or_else(|| {
+            panic!("{var} is not set: run the Slurm instances through `bash tests/slurm/run`")
+        });
+        DeviceNodes {
+            dir: dir.into(),
+            _mount: None,
+        }
+    }
+}
+
+impl Drop for DeviceNodes {
+    fn drop(&mut self) {
+        if self._mount.is_some() {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.dir)
+                .status();
+        }
+    }
 }
 
 impl Backend {
@@ -43,6 +140,14 @@ impl Backend {
         );
     }
 
+    /// How the backend confines its jobs; the confinement tests run only on
+    /// backends that do.
+    #[cfg_attr(not(feature = "slurm-tests"), allow(dead_code))]
+    pub fn confined(&self) -> Confined {
+        self.confined
+            .unwrap_or_else(|| panic!("the {} backend does not confine its jobs", self.name))
+    }
+
     /// Long enough for a job that runs for `runs` to start, run and be recorded.
     pub fn job_within(&self, runs: Duration) -> Duration {
         self.start_within + runs + self.end_within
@@ -60,6 +165,7 @@ pub const LOCAL: Backend = Backend {
     clock_slack: 0.8,
     long_grace_s: 2,
     seen_running: |d, id| d.show(id)["state"] == "running",
+    confined: None,
 };
 
 /// Jobs go through the Slurm cluster of `bash tests/slurm/run` (two nodes, two
@@ -86,4 +192,19 @@ pub const SLURM: Backend = Backend {
         d.ok(&["explain", &id.to_string()])
             .contains("Slurm: RUNNING")
     },
+    // task/cgroup and proctrack/cgroup with ConstrainDevices; each node's
+    // stand-in GPUs are nvidia0 and nvidia1 of its own /dev (tests/slurm/run).
+    confined: Some(Confined {
+        devices: || DeviceNodes::from_env("GPUQ_SLURM_DEVDIR"),
+        // Slurm renumbers CUDA_VISIBLE_DEVICES from 0 under ConstrainDevices;
+        // SLURM_JOB_GPUS names the node's own devices.
+        own_gpus: |_, log| {
+            log.lines()
+                .find_map(|l| l.strip_prefix("SLURM_JOB_GPUS="))
+                .unwrap_or_else(|| panic!("no SLURM_JOB_GPUS line in the log: {log}"))
+                .split(',')
+                .filter_map(|g| g.trim().parse().ok())
+                .collect()
+        },
+    }),
 };
