@@ -331,6 +331,13 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             Ok(())
         });
     }
+    if groups.is_some() {
+        // Orphans of the job (a double fork) become the supervisor's children,
+        // not init's: it reaps them, so when the attempt ends none is left even
+        // as a zombie, and a zombie never holds one of the job's process slots.
+        // SAFETY: plain prctl on this process.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    }
     let record = match cmd.spawn() {
         Err(e) => {
             // Reported as what it is, not as exit 127: the job never ran.
@@ -363,13 +370,17 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
             {
                 say!("gpuq supervisor: cannot record the job's process group: {e}");
             }
-            let status = loop {
-                match child.wait() {
-                    Ok(s) => break Some(s),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        say!("gpuq supervisor: wait failed: {e}");
-                        break None;
+            let status = if groups.is_some() {
+                wait_reaping(child.id() as i32)
+            } else {
+                loop {
+                    match child.wait() {
+                        Ok(s) => break Some(s),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => {
+                            say!("gpuq supervisor: wait failed: {e}");
+                            break None;
+                        }
                     }
                 }
             };
@@ -423,14 +434,54 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
 /// that left the process group), reads the groups' counters and removes them:
 /// the exit record, written after this, frees the job's GPUs.
 fn end_groups(g: &crate::cgroup::JobGroups) -> crate::CgroupUsage {
-    if let Err(e) = g.kill_all(crate::cgroup::EMPTY_WITHIN) {
-        say!("gpuq supervisor: {e}");
+    match g.kill_all(crate::cgroup::EMPTY_WITHIN) {
+        Ok(()) => reap_orphans(),
+        Err(e) => say!("gpuq supervisor: {e}"),
     }
     let usage = crate::cgroup::usage::read_usage(g);
     if let Err(e) = g.remove() {
         say!("gpuq supervisor: cannot remove the job's cgroup: {e}");
     }
     usage
+}
+
+/// Waits for the job's main process, reaping the orphans handed to the
+/// supervisor (a subreaper) meanwhile.
+fn wait_reaping(pid: i32) -> Option<std::process::ExitStatus> {
+    loop {
+        let mut status = 0;
+        // SAFETY: plain syscall with a valid pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r == pid {
+            return Some(std::process::ExitStatus::from_raw(status));
+        }
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                say!("gpuq supervisor: wait failed: {e}");
+                return None;
+            }
+        }
+    }
+}
+
+/// Reaps the job's last orphans: they were killed and are leaving (their
+/// cgroup is empty), so this is short; bounded against one that left the
+/// cgroup (a root job may move itself) and lives on.
+fn reap_orphans() {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let mut status = 0;
+        // SAFETY: plain syscall with a valid pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r > 0 {
+            continue;
+        }
+        if r < 0 || std::time::Instant::now() >= deadline {
+            return; // ECHILD: none left.
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// How long the end of the job's output is waited for once its group is gone.

@@ -283,11 +283,12 @@ impl Confinement {
             a.v2.iter()
                 .flat_map(|(_, c)| c.iter().map(String::as_str))
                 .collect();
-        let v1_ctrls: Vec<&str> =
-            a.v1.keys()
-                .map(String::as_str)
-                .filter(|c| *c != "devices" || a.devices == Some(DeviceVia::V1))
-                .collect();
+        // In the order people read them: devices, memory, pids, cpuset, …
+        let v1_ctrls: Vec<&str> = detect::V1_CONTROLLERS
+            .into_iter()
+            .filter(|c| a.v1.contains_key(*c))
+            .filter(|c| *c != "devices" || a.devices == Some(DeviceVia::V1))
+            .collect();
         let mut out = match a.devices {
             Some(DeviceVia::Bpf) if v1_ctrls.is_empty() => {
                 let mut parts = vec!["device program"];
