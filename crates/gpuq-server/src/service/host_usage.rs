@@ -25,10 +25,7 @@ impl Service {
             memory_peak_bytes: u.memory_peak_bytes,
             memory_limit_bytes: u.memory_limit_bytes,
             cpu_seconds: u.cpu_seconds,
-            cpus: u
-                .cpus
-                .or_else(|| u32::try_from(groups.cpus.len()).ok())
-                .filter(|n| *n > 0),
+            cpus: u.cpus.filter(|n| *n > 0),
         })
     }
 
