@@ -72,6 +72,11 @@ pub struct JobDetail {
     /// GPU figures over every attempt (the running one so far), when telemetry saw the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_usage: Option<JobGpuUsage>,
+    /// The cores and memory it holds on each node: the spec's `cpus` and
+    /// `memory` where given (as asked, in `spec`), else the daemon's
+    /// `[resources]` defaults. 0: none reserved. Absent from older daemons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<gpuq_core::JobResources>,
 }
 
 /// `GET /v1/gpus`: one GPU and who holds it.

@@ -270,11 +270,13 @@ pub async fn show(
     ctx.service.add_running_attempt_usage(&job, &mut attempts);
     ctx.service
         .add_running_attempt_host_usage(&job, &mut attempts);
+    let resources = Some(ctx.service.resources_of(&job.spec));
     Ok(Json(JobDetail {
         job,
         attempts,
         events,
         gpu_usage,
+        resources,
     }))
 }
 

@@ -174,11 +174,11 @@ impl Service {
             } => {
                 let free = match most_free {
                     0 => "none is free".to_string(),
-                    1 => "at most 1 is free".to_string(),
-                    n => format!("at most {n} are free"),
+                    1 => "1 is free".to_string(),
+                    n => format!("{n} are free"),
                 };
                 format!(
-                    "waits: needs {} free; {free} {}, the others reserved by {}{}",
+                    "waits: needs {} free; {free} {}, the others are reserved by {}{}",
                     gpuq_core::plural((*cpus).into(), "core"),
                     self.where_free(),
                     self.host_holders(inner, now, |r| r.cpus > 0)?,
@@ -192,10 +192,10 @@ impl Service {
             } => {
                 let free = match most_free_mib {
                     0 => "none is free".to_string(),
-                    m => format!("at most {} is free", gpuq_core::resources::mib_text(*m)),
+                    m => format!("{} is free", gpuq_core::resources::mib_text(*m)),
                 };
                 format!(
-                    "waits: needs {} of free memory; {free} {}, the rest reserved by {}{}",
+                    "waits: needs {} of memory free; {free} {}, the rest is reserved by {}{}",
                     gpuq_core::resources::mib_text(*mib),
                     self.where_free(),
                     self.host_holders(inner, now, |r| r.memory_mib > 0)?,

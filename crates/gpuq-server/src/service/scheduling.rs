@@ -32,6 +32,11 @@ impl Service {
         resource_defaults(&self.config, &self.nodes)
     }
 
+    /// The cores and memory a job of `spec` holds here on each node.
+    pub fn resources_of(&self, spec: &gpuq_core::JobSpec) -> gpuq_core::JobResources {
+        gpuq_core::effective(spec, &self.resource_defaults())
+    }
+
     /// Runs `f` with the scheduler core's view of the current state.
     pub(super) fn with_input<T>(
         &self,

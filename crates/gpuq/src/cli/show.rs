@@ -95,6 +95,9 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
             }
         ),
     );
+    if let Some(r) = &detail.resources {
+        row("reserved", reserved_line(r, &j.spec));
+    }
     row("priority", j.priority.to_string());
     let limits = [
         j.spec.time_limit.map(|t| format!("time limit {t}")),
@@ -284,6 +287,26 @@ async fn show_array(client: &Client, id: u64, json: bool) -> CmdResult {
     }
     outln!("gpuq ls {id} lists the tasks; gpuq show {id}.K shows task K");
     Ok(0)
+}
+
+/// "8 cores (asked), 64 GiB (default)", "no cores of its own (it runs on the
+/// unreserved ones), no memory limit of its own".
+fn reserved_line(r: &gpuq_core::JobResources, spec: &gpuq_core::JobSpec) -> String {
+    let how = |asked: bool| if asked { " (asked)" } else { " (default)" };
+    let cores = match r.cpus {
+        0 => "no cores of its own (it runs on the unreserved ones)".to_string(),
+        n => gpuq_core::plural(n.into(), "core") + how(spec.cpus.is_some()),
+    };
+    let memory = match r.memory_mib {
+        0 => "no memory limit of its own".to_string(),
+        m => gpuq_core::resources::mib_text(m) + how(spec.memory.is_some()),
+    };
+    let per_node = if spec.nodes.unwrap_or(1) > 1 {
+        " on each node"
+    } else {
+        ""
+    };
+    format!("{cores}, {memory}{per_node}")
 }
 
 /// "2.5 GPU-h, util 37% avg / 98% peak, peak memory 20480 MiB, energy 1.2 kWh"
