@@ -16,13 +16,13 @@
 mod backend;
 mod common;
 // Run only on backends that confine their jobs.
-#[cfg(feature = "slurm-tests")]
+#[cfg(any(feature = "slurm-tests", feature = "system-tests"))]
 #[path = "contract/confinement.rs"]
 mod confinement;
 
 use backend::Backend;
 use common::*;
-#[cfg(feature = "slurm-tests")]
+#[cfg(any(feature = "slurm-tests", feature = "system-tests"))]
 use confinement::*;
 use serde_json::Value;
 use std::path::Path;
@@ -36,6 +36,16 @@ macro_rules! for_each_backend {
         /// Jobs run on this machine under `gpuq __supervise`.
         mod local {
             $(#[test] fn $test() { super::$test(&super::backend::LOCAL) })*
+            /// In cgroups of their own, devices through the v1 devices controller.
+            #[cfg(feature = "system-tests")]
+            mod v1 {
+                $(#[test] fn $confined() { super::super::$confined(&super::super::backend::LOCAL_V1) })*
+            }
+            /// In cgroups of their own, devices through the cgroup v2 device program.
+            #[cfg(feature = "system-tests")]
+            mod bpf {
+                $(#[test] fn $confined() { super::super::$confined(&super::super::backend::LOCAL_BPF) })*
+            }
         }
         /// Jobs run through Slurm (`bash tests/slurm/run`), confined by Slurm's
         /// task/cgroup and proctrack/cgroup.
@@ -219,9 +229,13 @@ echo to-stdout"#
         .flat_map(|v| v.split(',').filter(|g| !g.is_empty()))
         .collect();
     assert_eq!(gpus.len(), 2, "two GPUs asked, two visible: {log}");
+    // Indices, or UUIDs where the job's devices are confined (CUDA then
+    // numbers only the job's GPUs, so indices would name the wrong ones).
     assert!(
-        gpus.iter().all(|g| g.parse::<u32>().is_ok()) && gpus[0] != gpus[1],
-        "two distinct GPU indices: {log}"
+        gpus.iter()
+            .all(|g| g.parse::<u32>().is_ok() || g.starts_with("GPU-"))
+            && gpus[0] != gpus[1],
+        "two distinct GPUs: {log}"
     );
     assert_eq!(value("ID"), [id.to_string()], "{log}");
     assert_eq!(value("ATTEMPT"), ["1"], "{log}");

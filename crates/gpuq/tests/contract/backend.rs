@@ -27,13 +27,19 @@ pub struct Backend {
     /// may be later than the job's first line in its log.
     seen_running: fn(&Daemon, u64) -> bool,
     /// How the backend confines its jobs (contract/confinement.rs), if it does.
-    #[cfg_attr(not(feature = "slurm-tests"), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "slurm-tests", feature = "system-tests")),
+        allow(dead_code)
+    )]
     confined: Option<Confined>,
 }
 
 /// What the confinement tests need of a backend that confines its jobs.
 /// (Without a confining backend in the build, nothing reads it.)
-#[cfg_attr(not(feature = "slurm-tests"), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "slurm-tests", feature = "system-tests")),
+    allow(dead_code)
+)]
 #[derive(Clone, Copy)]
 pub struct Confined {
     /// The stand-in GPUs' device nodes, as the backend's jobs see them.
@@ -46,7 +52,10 @@ pub struct Confined {
 /// A directory of stand-in GPU device nodes: nvidiaN (195:N) and nvidiactl
 /// (195:255), which open() finds ENXIO where allowed and EPERM where a devices
 /// cgroup denies them.
-#[cfg_attr(not(feature = "slurm-tests"), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "slurm-tests", feature = "system-tests")),
+    allow(dead_code)
+)]
 pub struct DeviceNodes {
     pub dir: PathBuf,
     /// Set when this process mounted the directory (unmounted on drop).
@@ -142,7 +151,10 @@ impl Backend {
 
     /// How the backend confines its jobs; the confinement tests run only on
     /// backends that do.
-    #[cfg_attr(not(feature = "slurm-tests"), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "slurm-tests", feature = "system-tests")),
+        allow(dead_code)
+    )]
     pub fn confined(&self) -> Confined {
         self.confined
             .unwrap_or_else(|| panic!("the {} backend does not confine its jobs", self.name))
@@ -166,6 +178,45 @@ pub const LOCAL: Backend = Backend {
     long_grace_s: 2,
     seen_running: |d, id| d.show(id)["state"] == "running",
     confined: None,
+};
+
+/// Jobs run here as with [`LOCAL`], each in cgroups of its own, with devices
+/// confined through the v1 devices controller (`[confinement] devices = "v1"`).
+/// Needs root: the system-tests feature.
+#[cfg(feature = "system-tests")]
+pub const LOCAL_V1: Backend = Backend {
+    name: "local, cgroup v1 devices",
+    start: || Daemon::start_with_config("sim:4", "[confinement]\ndevices = \"v1\"\n"),
+    confined: Some(LOCAL_CONFINED),
+    ..LOCAL
+};
+
+/// As [`LOCAL_V1`], with devices confined by the cgroup v2 device program
+/// (`[confinement] devices = "bpf"`).
+#[cfg(feature = "system-tests")]
+pub const LOCAL_BPF: Backend = Backend {
+    name: "local, cgroup v2 device program",
+    start: || Daemon::start_with_config("sim:4", "[confinement]\ndevices = \"bpf\"\n"),
+    confined: Some(LOCAL_CONFINED),
+    ..LOCAL
+};
+
+/// Simulated GPU i (`--gpus sim:N`) stands for device 195:i, whose node the
+/// test makes on a tmpfs of its own.
+#[cfg(feature = "system-tests")]
+const LOCAL_CONFINED: Confined = Confined {
+    devices: || DeviceNodes::mount(4),
+    own_gpus: |job, _| {
+        let attempt = job["attempts"].as_array().and_then(|a| a.last());
+        attempt
+            .map(|a| &a["gpus"])
+            .unwrap_or(&job["gpus"])
+            .as_array()
+            .unwrap_or_else(|| panic!("no GPUs in {job}"))
+            .iter()
+            .map(|g| g.as_u64().expect("a GPU index") as u32)
+            .collect()
+    },
 };
 
 /// Jobs go through the Slurm cluster of `bash tests/slurm/run` (two nodes, two
