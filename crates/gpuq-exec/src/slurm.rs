@@ -32,6 +32,9 @@ pub struct SlurmSubmit<'a> {
     pub nodes: u32,
     /// GPUs per node.
     pub gpus_per_node: u32,
+    /// Cores and memory per node that the job asked for (0: not asked; the
+    /// site's own defaults, DefCpuPerGPU, DefMemPerGPU…, apply).
+    pub resources: gpuq_core::JobResources,
     pub argv: &'a [String],
     pub cwd: &'a str,
     /// The job contract's environment (the CUDA variables are Slurm's to set).
@@ -74,6 +77,37 @@ pub struct SlurmCommands {
 /// else sends it to a batch shell). Given as a number, to scancel and to the
 /// shell's trap alike.
 pub const KILL_SIGNAL: i32 = libc::SIGPWR;
+
+/// `[slurm] extra_args` for one job: a site's default for cores or memory
+/// (`--mem-per-gpu=16G`) gives way to what the job asked for itself, as
+/// sbatch's command line would otherwise override the script's request, or
+/// refuse the mix (`--mem` and `--mem-per-gpu` are mutually exclusive).
+fn site_args(extra: &[String], res: &gpuq_core::JobResources) -> Vec<String> {
+    let mut dropped: Vec<&str> = Vec::new();
+    if res.cpus > 0 {
+        dropped.extend(["--cpus-per-task", "-c", "--cpus-per-gpu"]);
+    }
+    if res.memory_mib > 0 {
+        dropped.extend(["--mem", "--mem-per-cpu", "--mem-per-gpu"]);
+    }
+    let mut out = Vec::new();
+    let mut args = extra.iter();
+    while let Some(a) = args.next() {
+        let (flag, inline_value) = match a.split_once('=') {
+            Some((f, _)) => (f, true),
+            None => (a.as_str(), false),
+        };
+        if dropped.contains(&flag) {
+            // `--mem 16G`: its value is the next argument.
+            if !inline_value {
+                args.next();
+            }
+            continue;
+        }
+        out.push(a.clone());
+    }
+    out
+}
 
 /// Quotes a string for a POSIX shell.
 fn sh_quote(s: &str) -> String {
@@ -122,6 +156,18 @@ impl SlurmCommands {
         directive("--ntasks-per-node=1".into());
         if s.gpus_per_node > 0 {
             directive(format!("--gres=gpu:{}", s.gpus_per_node));
+        }
+        // The spec's cpus and memory are per node, as is one task per node:
+        // --cpus-per-task and --mem say them as they are. The per-GPU forms
+        // (--cpus-per-gpu, --mem-per-gpu) would need a division that does not
+        // always come out whole, and say nothing for a CPU-only job. What the
+        // job did not ask for is left to the site's defaults (DefCpuPerGPU,
+        // DefMemPerGPU, DefMemPerCPU); Slurm's cgroups enforce both.
+        if s.resources.cpus > 0 {
+            directive(format!("--cpus-per-task={}", s.resources.cpus));
+        }
+        if s.resources.memory_mib > 0 {
+            directive(format!("--mem={}M", s.resources.memory_mib));
         }
         if let Some(m) = s.time_minutes {
             directive(format!("--time={}", m.max(1)));
@@ -191,10 +237,17 @@ impl SlurmCommands {
                  export MASTER_ADDR=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)\"\n\
                  export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n",
             );
+            // A step does not take the allocation's cores per task from
+            // sbatch in every Slurm version: ask for them again, or each rank
+            // is confined to one core.
+            let cpus = match s.resources.cpus {
+                0 => String::new(),
+                n => format!(" --cpus-per-task={n}"),
+            };
             // set -m: the job gets a process group of its own.
             out.push_str(&format!(
                 "set -m\n\
-                 srun --kill-on-bad-exit=1 bash -c 'export NODE_RANK=$SLURM_NODEID; exec \"$@\"' gpuq-rank {command} >> {log} 2>&1 &\n"
+                 srun --kill-on-bad-exit=1{cpus} bash -c 'export NODE_RANK=$SLURM_NODEID; exec \"$@\"' gpuq-rank {command} >> {log} 2>&1 &\n"
             ));
         } else {
             out.push_str("export NNODES=1 NODE_RANK=0\n");
@@ -272,7 +325,7 @@ impl SlurmCommands {
             source,
         })?;
         let mut args: Vec<String> = vec!["--parsable".into()];
-        args.extend(self.defaults.extra_args.iter().cloned());
+        args.extend(site_args(&self.defaults.extra_args, &s.resources));
         let out = run_with_input(s.user, "sbatch", &args, script.as_bytes())?;
         // --parsable prints "id" or "id;cluster".
         let id = out.trim().split(';').next().unwrap_or("");
@@ -492,6 +545,7 @@ mod tests {
             name: None,
             nodes: 1,
             gpus_per_node: 2,
+            resources: gpuq_core::JobResources::default(),
             argv: &argv,
             cwd: "/work",
             env: &env,
@@ -529,6 +583,77 @@ mod tests {
     }
 
     #[test]
+    fn the_jobs_cores_and_memory_become_cpus_per_task_and_mem() {
+        let home = tempfile::tempdir().unwrap();
+        let b = SlurmCommands::new(home.path(), SlurmDefaults::default(), "abc".into());
+        let argv = vec!["python".to_string(), "train.py".into()];
+        let script = |nodes, cpus, memory_mib| {
+            b.script(&SlurmSubmit {
+                job: 4,
+                attempt: 1,
+                name: None,
+                nodes,
+                gpus_per_node: 2,
+                resources: gpuq_core::JobResources { cpus, memory_mib },
+                argv: &argv,
+                cwd: "/work",
+                env: &BTreeMap::new(),
+                time_minutes: None,
+                early_signal: None,
+                preemptible: false,
+                user: None,
+            })
+        };
+        let s = script(1, 8, 65536);
+        assert!(s.contains("#SBATCH --cpus-per-task=8\n"), "{s}");
+        assert!(s.contains("#SBATCH --mem=65536M\n"), "{s}");
+        assert!(s.contains("#SBATCH --ntasks-per-node=1\n"), "per node: {s}");
+        // Not asked: Slurm's own defaults apply.
+        let s = script(1, 0, 0);
+        assert!(
+            !s.contains("--cpus-per-task") && !s.contains("--mem"),
+            "{s}"
+        );
+        // Each rank's step of a multi-node job gets the cores too.
+        let s = script(2, 4, 0);
+        assert!(
+            s.contains("srun --kill-on-bad-exit=1 --cpus-per-task=4 bash -c"),
+            "{s}"
+        );
+        assert!(!s.contains("--mem"), "{s}");
+    }
+
+    #[test]
+    fn a_sites_default_for_cores_or_memory_gives_way_to_the_jobs_own() {
+        let extra: Vec<String> = [
+            "--mem-per-gpu=16G",
+            "--cpus-per-gpu",
+            "4",
+            "--exclusive",
+            "--mem",
+            "1G",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let res = |cpus, memory_mib| gpuq_core::JobResources { cpus, memory_mib };
+        assert_eq!(
+            site_args(&extra, &res(0, 0)),
+            extra,
+            "nothing asked: all kept"
+        );
+        assert_eq!(
+            site_args(&extra, &res(0, 2048)),
+            ["--cpus-per-gpu", "4", "--exclusive"]
+        );
+        assert_eq!(
+            site_args(&extra, &res(8, 0)),
+            ["--mem-per-gpu=16G", "--exclusive", "--mem", "1G"]
+        );
+        assert_eq!(site_args(&extra, &res(8, 2048)), ["--exclusive"]);
+    }
+
+    #[test]
     fn the_script_runs_a_multi_node_job_as_one_srun_step() {
         let home = tempfile::tempdir().unwrap();
         let b = SlurmCommands::new(home.path(), SlurmDefaults::default(), "abc".into());
@@ -539,6 +664,7 @@ mod tests {
             name: None,
             nodes: 2,
             gpus_per_node: 1,
+            resources: gpuq_core::JobResources::default(),
             argv: &argv,
             cwd: "/work",
             env: &BTreeMap::new(),
@@ -577,6 +703,7 @@ mod tests {
             name: None,
             nodes: 1,
             gpus_per_node: 0,
+            resources: gpuq_core::JobResources::default(),
             argv: &argv,
             cwd: "/",
             env: &BTreeMap::new(),

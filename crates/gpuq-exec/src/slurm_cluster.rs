@@ -305,6 +305,9 @@ impl Shared {
             name: spec.name.as_deref(),
             nodes,
             gpus_per_node,
+            // Slurm's nodes count no cores or memory here: this is what the job
+            // asked for itself (see `SlurmCommands::script`).
+            resources: launch.resources,
             argv: &launch.argv,
             cwd: &launch.cwd,
             env: &env,
