@@ -206,6 +206,7 @@ pub fn relay_main(name: &str, podman_argv: &[String]) -> i32 {
 /// command is wrapped): passed by name too.
 const CONTRACT: &[&str] = &[
     "CUDA_VISIBLE_DEVICES",
+    "GPUQ_GPUS",
     "CUDA_DEVICE_ORDER",
     "GPUQ_JOB_ID",
     "GPUQ_ATTEMPT",

@@ -452,9 +452,11 @@ impl LocalExecutor {
         // SAFETY: plain syscall; pgid > 1 so it never targets init or every process.
         let rc = unsafe { libc::killpg(pgid, signal) };
         let group_err = (rc != 0).then(std::io::Error::last_os_error);
+        // Those outside the process group only: one signal per process (a
+        // job that counts its SIGTERMs sees one).
         let in_cgroup = self
             .job_groups(job, attempt)
-            .map_or(0, |g| g.signal(signal));
+            .map_or(0, |g| g.signal_outside(signal, pgid));
         match group_err {
             None => Ok(true),
             Some(_) if in_cgroup > 0 => Ok(true),

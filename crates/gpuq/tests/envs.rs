@@ -373,7 +373,7 @@ fn import_image(name: &str, user: Option<&str>) {
 const PODMAN_CONFIG: &str = "[containers]\nglobal_args = [\"--runtime\", \"runc\"]\nrun_args = [\"--ulimit\", \"nofile=1024:1024\", \"--ulimit\", \"nproc=1024:1024\"]\n";
 
 const IN_CONTAINER: &str = r#"trap 'echo got TERM > "$GPUQ_OUTPUT_DIR/term"; exit 3' TERM
-echo "gpus=$CUDA_VISIBLE_DEVICES job=$GPUQ_JOB_ID uid=$(id -u) cwd=$(pwd)"
+echo "gpus=$GPUQ_GPUS job=$GPUQ_JOB_ID uid=$(id -u) cwd=$(pwd)"
 echo saved > "$GPUQ_CHECKPOINT_DIR/ckpt"
 test -e /bin/busybox && echo inside-image
 echo up

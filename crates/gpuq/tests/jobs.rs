@@ -15,7 +15,8 @@ fn concurrent_jobs_get_disjoint_gpus() {
                 "--",
                 "sh",
                 "-c",
-                "echo \"gpus=$CUDA_VISIBLE_DEVICES\"; sleep 0.4",
+                // The indices (CUDA_VISIBLE_DEVICES holds UUIDs where devices are confined).
+                "echo \"gpus=$GPUQ_GPUS\"; sleep 0.4",
             ])
         })
         .collect();
@@ -140,7 +141,7 @@ fn follow_streams_while_the_job_runs() {
 fn job_sees_the_contract_environment() {
     let d = Daemon::start("sim:2");
     let work = tempfile::tempdir().unwrap();
-    let script = "echo CVD=$CUDA_VISIBLE_DEVICES; echo ORDER=$CUDA_DEVICE_ORDER; echo ID=$GPUQ_JOB_ID; \
+    let script = "echo CVD=$CUDA_VISIBLE_DEVICES; echo GPUS=$GPUQ_GPUS; echo ORDER=$CUDA_DEVICE_ORDER; echo ID=$GPUQ_JOB_ID; \
                   echo ATTEMPT=$GPUQ_ATTEMPT; echo CKPT=$GPUQ_CHECKPOINT_DIR; test -d $GPUQ_CHECKPOINT_DIR && echo CKPT_EXISTS; \
                   echo OUT=$GPUQ_OUTPUT_DIR; echo METRICS=$GPUQ_METRICS_FILE; echo MINE=$MY_SETTING; echo OVER=$OVERRIDE; \
                   echo PWD=$(pwd); test -n \"$GPUQ_URL\" && echo HAS_URL";
@@ -164,8 +165,15 @@ fn job_sees_the_contract_environment() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let job_dir = d.job_dir(1);
+    // GPU 0 by index; by UUID where the daemon confines devices (as root).
+    let cvd = if running_as_root() {
+        "CVD=GPU-51570000-0000-4000-8000-000000000000"
+    } else {
+        "CVD=0"
+    };
     for want in [
-        "CVD=0".to_string(),
+        cvd.to_string(),
+        "GPUS=0".into(),
         "ORDER=PCI_BUS_ID".into(),
         "ID=1".into(),
         "ATTEMPT=1".into(),

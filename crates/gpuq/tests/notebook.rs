@@ -160,7 +160,7 @@ fn a_notebook_is_jupyterlab_behind_gpuqs_auth_on_its_reserved_gpus() {
         &d,
         job,
         &token,
-        "import os; open('kept.txt', 'w').write('kept'); print(os.environ['CUDA_VISIBLE_DEVICES'])",
+        "import os; open('kept.txt', 'w').write('kept'); print(os.environ['GPUQ_GPUS'])",
         &[],
     );
     assert_eq!(cell["status"], "ok", "{cell}");

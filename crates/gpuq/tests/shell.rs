@@ -121,7 +121,7 @@ fn a_shell_on_a_real_terminal_passes_keys_size_and_exit_status_through() {
     let d = Daemon::start_with_config("sim:2", FAST);
     let mut t = Typed::start(&d, &["shell", "--gpus", "1", "--", "bash", "--norc", "-i"]);
     let at = t.expect_after(0, "attached to job");
-    t.type_in("echo sum=$((6*7)) gpus=$CUDA_VISIBLE_DEVICES\r");
+    t.type_in("echo sum=$((6*7)) gpus=$GPUQ_GPUS\r");
     let at = t.expect_after(at, "sum=42 gpus=");
     let id = only_job(&d);
     let job = d.show(id);

@@ -97,6 +97,21 @@ impl JobGroups {
         n
     }
 
+    /// Sends `signal` to the job's processes that are not in process group
+    /// `pgid` (which the caller signals as a whole); the number reached.
+    pub fn signal_outside(&self, signal: i32, pgid: i32) -> usize {
+        let mut n = 0;
+        for pid in self.procs() {
+            // SAFETY: plain syscalls; pid > 1.
+            unsafe {
+                if libc::getpgid(pid) != pgid && libc::kill(pid, signal) == 0 {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
     /// Kills every process of the job and waits until none is left (at most
     /// `within`): v2 `cgroup.kill` where the kernel has it; else frozen, each
     /// killed, thawed (a frozen group cannot fork past the kill), in rounds.
