@@ -14,9 +14,7 @@ pub const MAX_CPUS_PER_JOB: u32 = 4096;
 pub const MIN_MEMORY_MIB: u64 = 16;
 
 /// What a job holds on each of its nodes besides GPUs.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct JobResources {
     /// Cores reserved for it; 0: none (it runs on the cores no job reserved).
     pub cpus: u32,
@@ -167,19 +165,58 @@ mod tests {
             memory_mib_per_cpu: 1024,
         };
         let got = |s: &JobSpec| effective(s, &d);
-        assert_eq!(got(&spec(2, None, None)), JobResources { cpus: 8, memory_mib: 16384 });
-        assert_eq!(got(&spec(2, Some(3), None)), JobResources { cpus: 3, memory_mib: 16384 });
-        assert_eq!(got(&spec(2, None, Some("1G"))), JobResources { cpus: 8, memory_mib: 1024 });
+        assert_eq!(
+            got(&spec(2, None, None)),
+            JobResources {
+                cpus: 8,
+                memory_mib: 16384
+            }
+        );
+        assert_eq!(
+            got(&spec(2, Some(3), None)),
+            JobResources {
+                cpus: 3,
+                memory_mib: 16384
+            }
+        );
+        assert_eq!(
+            got(&spec(2, None, Some("1G"))),
+            JobResources {
+                cpus: 8,
+                memory_mib: 1024
+            }
+        );
         // A CPU-only job: its cores, and memory per core.
-        assert_eq!(got(&spec(0, None, None)), JobResources { cpus: 1, memory_mib: 1024 });
-        assert_eq!(got(&spec(0, Some(4), None)), JobResources { cpus: 4, memory_mib: 4096 });
-        assert_eq!(got(&spec(0, Some(4), Some("512M"))), JobResources { cpus: 4, memory_mib: 512 });
+        assert_eq!(
+            got(&spec(0, None, None)),
+            JobResources {
+                cpus: 1,
+                memory_mib: 1024
+            }
+        );
+        assert_eq!(
+            got(&spec(0, Some(4), None)),
+            JobResources {
+                cpus: 4,
+                memory_mib: 4096
+            }
+        );
+        assert_eq!(
+            got(&spec(0, Some(4), Some("512M"))),
+            JobResources {
+                cpus: 4,
+                memory_mib: 512
+            }
+        );
         // No defaults: a job reserves only what it asks for.
         let none = ResourceDefaults::default();
         assert!(effective(&spec(4, None, None), &none).is_none());
         assert_eq!(
             effective(&spec(4, None, Some("2G")), &none),
-            JobResources { cpus: 0, memory_mib: 2048 }
+            JobResources {
+                cpus: 0,
+                memory_mib: 2048
+            }
         );
     }
 
@@ -189,7 +226,10 @@ mod tests {
         assert_eq!((d.cpus_per_gpu, d.memory_mib_per_gpu), (8, 64000));
         let d = ResourceDefaults::fair_share(2, 20 * 1024, 8);
         assert_eq!((d.cpus_per_gpu, d.memory_mib_per_gpu), (0, 2560));
-        assert_eq!(ResourceDefaults::fair_share(16, 1024, 0), ResourceDefaults::default());
+        assert_eq!(
+            ResourceDefaults::fair_share(16, 1024, 0),
+            ResourceDefaults::default()
+        );
         // Eight one-GPU jobs never take more than the node.
         let d = ResourceDefaults::fair_share(30, 1000, 8);
         assert!(d.cpus_per_gpu * 8 <= 30 && d.memory_mib_per_gpu * 8 <= 1000);
@@ -215,9 +255,15 @@ mod tests {
             serde_json::from_str(r#"{"command":["x"],"cpus":8,"memory":"64G"}"#).unwrap();
         assert_eq!((s.cpus, s.memory.map(|m| m.mib())), (Some(8), Some(65536)));
         let back = serde_json::to_string(&s).unwrap();
-        assert!(back.contains(r#""cpus":8"#) && back.contains(r#""memory":"64G""#), "{back}");
+        assert!(
+            back.contains(r#""cpus":8"#) && back.contains(r#""memory":"64G""#),
+            "{back}"
+        );
         let plain = serde_json::to_string(&spec(0, None, None)).unwrap();
-        assert!(!plain.contains("cpus") && !plain.contains("memory"), "{plain}");
+        assert!(
+            !plain.contains("cpus") && !plain.contains("memory"),
+            "{plain}"
+        );
     }
 
     #[test]
@@ -225,7 +271,14 @@ mod tests {
         assert_eq!(mib_text(65536), "64 GiB");
         assert_eq!(mib_text(1536), "1.5 GiB");
         assert_eq!(mib_text(512), "512 MiB");
-        assert_eq!(JobResources { cpus: 8, memory_mib: 65536 }.to_string(), "8 cores, 64 GiB");
+        assert_eq!(
+            JobResources {
+                cpus: 8,
+                memory_mib: 65536
+            }
+            .to_string(),
+            "8 cores, 64 GiB"
+        );
         assert_eq!(
             JobResources::default().to_string(),
             "no reserved cores, no reserved memory"

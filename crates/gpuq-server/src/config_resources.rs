@@ -79,14 +79,18 @@ impl ResourcesConfig {
     /// as 0 (not counted): jobs are then placed by GPUs and cores alone.
     pub fn local_capacity(&self) -> Capacity {
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get() as u32);
-        let memory_mib = mem_total_mib()
-            .map_or(0, |total| total.saturating_sub(self.system_memory_mib(total)));
+        let memory_mib = mem_total_mib().map_or(0, |total| {
+            total.saturating_sub(self.system_memory_mib(total))
+        });
         Capacity { cpus, memory_mib }
     }
 
     /// Refuses values no node could honour, naming the key.
     pub fn check(&self) -> Result<(), String> {
-        for (key, value) in [("cpus_per_gpu", self.cpus_per_gpu), ("cpus", Some(self.cpus))] {
+        for (key, value) in [
+            ("cpus_per_gpu", self.cpus_per_gpu),
+            ("cpus", Some(self.cpus)),
+        ] {
             if let Some(v) = value.filter(|&v| v > MAX_CPUS) {
                 return Err(format!(
                     "resources.{key}: {v} cores is more than any node has; give at most {MAX_CPUS} (0: none reserved)"
@@ -197,8 +201,14 @@ mod tests {
             }
         );
         assert_eq!(c.system_memory_mib(100_000), 8192);
-        assert_eq!(ResourcesConfig::default().system_memory_mib(24 * 1024), 2457);
-        assert_eq!(ResourcesConfig::default().system_memory_mib(512 * 1024), 4096);
+        assert_eq!(
+            ResourcesConfig::default().system_memory_mib(24 * 1024),
+            2457
+        );
+        assert_eq!(
+            ResourcesConfig::default().system_memory_mib(512 * 1024),
+            4096
+        );
     }
 
     #[test]
@@ -220,7 +230,10 @@ mod tests {
         let e = parse("[resources]\ncpus_per_gpu = 100000\n").unwrap_err();
         assert!(e.contains("resources.cpus_per_gpu"), "{e}");
         let e = parse("[resources]\nmemory_per_gpu = \"4M\"\n").unwrap_err();
-        assert!(e.contains("resources.memory_per_gpu") && e.contains("16M"), "{e}");
+        assert!(
+            e.contains("resources.memory_per_gpu") && e.contains("16M"),
+            "{e}"
+        );
         let e = parse("[resources]\nmemory_per_cpu = \"lots\"\n").unwrap_err();
         assert!(e.contains("memory_per_cpu") && e.contains("40G"), "{e}");
         let e = parse("[resources]\ncores = 2\n").unwrap_err();

@@ -79,7 +79,10 @@ fn what_no_node_could_give_is_refused_at_submit_naming_the_field() {
         ],
     );
     refused(&["--mem", "100000G"], &["memory", "ask for at most --mem"]);
-    assert_eq!(d.json(&["ls", "--json", "--all"]).as_array().unwrap().len(), 0);
+    assert_eq!(
+        d.json(&["ls", "--json", "--all"]).as_array().unwrap().len(),
+        0
+    );
 }
 
 #[test]

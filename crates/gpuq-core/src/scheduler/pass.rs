@@ -137,8 +137,7 @@ pub(super) fn run<'p>(
                 let mut reserved = None;
                 // A job that reserves nothing (a CPU-only job without cores
                 // or memory of its own) waits only for a slot: no reservation.
-                if pass.reservation.is_none()
-                    && (job.total_gpus() > 0 || !job.resources.is_none())
+                if pass.reservation.is_none() && (job.total_gpus() > 0 || !job.resources.is_none())
                 {
                     let groups = pass.groups(job, &request);
                     pass.reservation = reserve::reserve(input.now, &pass.pool, &groups);
@@ -288,9 +287,9 @@ impl<'a, 'p> Pass<'a, 'p> {
             let admitted: Vec<usize> = ready
                 .into_iter()
                 .filter(|&n| {
-                    self.reservation.as_ref().is_none_or(|r| {
-                        r.allows(n, option.per_node, &job.resources, ends_by)
-                    })
+                    self.reservation
+                        .as_ref()
+                        .is_none_or(|r| r.allows(n, option.per_node, &job.resources, ends_by))
                 })
                 .take(option.nodes as usize)
                 .collect();
@@ -438,7 +437,11 @@ fn host_reason(
     if !gpu_ok.iter().any(|&n| cores_ok(n)) {
         return Some(WaitReason::Cores {
             cpus: res.cpus,
-            most_free: gpu_ok.iter().map(|&n| pool.free_host[n].cpus).max().unwrap_or(0),
+            most_free: gpu_ok
+                .iter()
+                .map(|&n| pool.free_host[n].cpus)
+                .max()
+                .unwrap_or(0),
             reserved,
         });
     }

@@ -49,7 +49,11 @@ pub(super) fn victims(
         let mut ready = 0;
         for &n in &group.candidates {
             // Cores and memory count only where the node counts them.
-            let need_cpus = if nodes[n].cpus == 0 { 0 } else { group.res.cpus };
+            let need_cpus = if nodes[n].cpus == 0 {
+                0
+            } else {
+                group.res.cpus
+            };
             let need_mib = if nodes[n].memory_mib == 0 {
                 0
             } else {

@@ -44,7 +44,13 @@ impl Reservation {
     /// `ends_by`, leaves the reservation whole: it ends in time, or it takes
     /// only what the reserved job will not need. A CPU-only job that reserves
     /// no cores or memory never waits for a reservation.
-    pub fn allows(&self, node: usize, gpus: u32, res: &JobResources, ends_by: Option<Millis>) -> bool {
+    pub fn allows(
+        &self,
+        node: usize,
+        gpus: u32,
+        res: &JobResources,
+        ends_by: Option<Millis>,
+    ) -> bool {
         match self.spare[node] {
             None => true,
             Some(spare) => {

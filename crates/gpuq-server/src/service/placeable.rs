@@ -93,12 +93,12 @@ impl Service {
     /// A job that fits by GPUs but asks for more cores or memory than any
     /// node has for jobs: the field at fault, with the most it may ask.
     fn host_too_large(&self, spec: &gpuq_core::JobSpec, res: &JobResources) -> SpecError {
-        let counted = |f: fn(&gpuq_core::Node) -> u64| {
-            self.nodes.iter().map(f).filter(|&v| v > 0).max()
-        };
+        let counted =
+            |f: fn(&gpuq_core::Node) -> u64| self.nodes.iter().map(f).filter(|&v| v > 0).max();
         // Where the amount is the daemon's default, say so: the fix is then in gpuq.toml or a flag.
         let from_default = |field: &str, key: &str| {
-            if field == "cpus" && spec.cpus.is_none() || field == "memory" && spec.memory.is_none() {
+            if field == "cpus" && spec.cpus.is_none() || field == "memory" && spec.memory.is_none()
+            {
                 format!(" (the default, from [resources] {key} in gpuq.toml)")
             } else {
                 String::new()

@@ -29,7 +29,9 @@ fn placeable(job: &PendingJob, nodes: &[Node]) -> bool {
         (n.cpus == 0 || r.cpus <= n.cpus) && (n.memory_mib == 0 || r.memory_mib <= n.memory_mib)
     };
     if job.nodes.is_none_or(|c| c <= 1) && nodes.iter().any(|n| n.suitable(job) >= job.gpus) {
-        return nodes.iter().any(|n| n.suitable(job) >= job.gpus && holds(n));
+        return nodes
+            .iter()
+            .any(|n| n.suitable(job) >= job.gpus && holds(n));
     }
     // Per kind: the nodes of it that could hold the job.
     let mut kinds: Vec<(&Node, usize)> = Vec::new();

@@ -170,7 +170,10 @@ fn explain_names_the_resource_that_holds_a_job_back() {
     );
     // GPUs short: the GPU reason, as before.
     let why = reasons(s.queued_res(2, 4, res(1, 1)));
-    assert!(matches!(why[&2], WaitReason::Resources { gpus: 4, .. }), "{why:?}");
+    assert!(
+        matches!(why[&2], WaitReason::Resources { gpus: 4, .. }),
+        "{why:?}"
+    );
 }
 
 #[test]
