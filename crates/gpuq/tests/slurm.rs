@@ -1,5 +1,6 @@
 //! The Slurm backend against a real slurmctld and two slurmd on this host
-//! (`bash tests/slurm/run` starts them, with four stand-in GPUs, two per node).
+//! (`bash tests/slurm/run` starts them, with four stand-in GPUs, two per node,
+//! and jobs confined by Slurm's cgroups: devices, cores, memory, processes).
 #![cfg(feature = "slurm-tests")]
 
 mod common;
@@ -358,4 +359,68 @@ fn an_environment_is_built_once_and_used_by_jobs_on_both_nodes() {
     let envs = d.json(&["envs", "--json"]);
     assert_eq!(envs.as_array().unwrap().len(), 1, "{envs}");
     assert_eq!(envs[0]["builds"], 1, "{envs}");
+}
+
+#[test]
+fn cores_and_memory_a_job_asks_for_are_enforced_by_slurm_s_cgroups() {
+    // tests/slurm/run: ConstrainCores, ConstrainRAMSpace without swap,
+    // CR_Core_Memory; each node has 2 cores.
+    let d = slurm();
+    let nproc = |cpus: &str| {
+        d.submit(&[
+            "--cpus",
+            cpus,
+            "--mem",
+            "200M",
+            "--",
+            "sh",
+            "-c",
+            "echo nproc=$(nproc)",
+        ])
+    };
+    let (one, two) = (nproc("1"), nproc("2"));
+    // Past its 200M the job is killed by its cgroup, not let to swap or to
+    // take the node's memory. (bytearray's pages are written to, so that they
+    // are really there.)
+    let hog = d.submit(&[
+        "--cpus",
+        "1",
+        "--mem",
+        "200M",
+        "--",
+        "python3",
+        "-c",
+        "print('allocating', flush=True)\n\
+         b = bytearray(400 << 20)\n\
+         for i in range(0, len(b), 4096): b[i] = 1\n\
+         print('survived', flush=True)",
+    ]);
+    for (id, cores) in [(one, 1), (two, 2)] {
+        let job = d.wait(id);
+        assert_eq!(job["state"], "succeeded", "{job}\n{}", log(&d, id));
+        assert_eq!(log(&d, id), format!("nproc={cores}\n"), "{job}");
+    }
+    let job = d.wait(hog);
+    let text = log(&d, hog);
+    assert!(
+        text.contains("allocating") && !text.contains("survived"),
+        "{job}\n{text}"
+    );
+    // gpuq's reason is the batch shell's record, "killed by signal 9
+    // (SIGKILL)"; Slurm's own record says why.
+    assert_eq!(job["state"], "failed", "{job}\n{text}");
+    assert_eq!(job["signal"], 9, "{job}");
+    let slurm_job = slurm_id(&d, hog, 1).to_string();
+    let mut acct = String::new();
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let out = std::process::Command::new("sacct")
+                .args(["-c", "-n", "-P", "-o", "JobID,State", "-j", &slurm_job])
+                .output()
+                .unwrap();
+            acct = String::from_utf8_lossy(&out.stdout).into_owned();
+            acct.contains("OUT_OF_MEMORY")
+        }),
+        "Slurm's record of job {slurm_job}: {acct}"
+    );
 }
