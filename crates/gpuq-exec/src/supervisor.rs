@@ -302,7 +302,7 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
     };
     let procs_fds: Vec<i32> = groups
         .iter()
-        .flat_map(|(_, files)| files.iter().map(|f| std::os::fd::AsRawFd::as_raw_fd(f)))
+        .flat_map(|(_, files)| files.iter().map(std::os::fd::AsRawFd::as_raw_fd))
         .collect();
     let credentials = s.credentials.clone();
     // SAFETY: write/setgroups/setgid/setuid/close_range are async-signal-safe and use only

@@ -203,8 +203,8 @@ impl Confinement {
                     let ctrls: Vec<String> = v2::offered(&base)
                         .into_iter()
                         .filter(|c| {
-                            !v1.contains_key(c.as_str())
-                                && !(c == "cpu" && v1.contains_key("cpuacct"))
+                            !(v1.contains_key(c.as_str())
+                                || c == "cpu" && v1.contains_key("cpuacct"))
                         })
                         .collect();
                     match v2::delegate(&base, &jobs, &ctrls, own_path == "/") {
