@@ -178,14 +178,22 @@ pub struct HostFigures {
     pub wall_seconds: f64,
     /// An attempt was killed at its memory limit.
     pub oom_killed: bool,
+    /// The spec gave the memory (else the daemon's default share did).
+    pub memory_asked: bool,
+    /// The spec gave the cores.
+    pub cpus_asked: bool,
 }
 
 impl HostFigures {
     /// The figures of a job's attempts: the highest peak, CPU and wall time
     /// summed over the attempts that counted CPU (a running one is left out:
     /// its CPU time is not known yet), the latest limit and cores.
-    pub fn of_attempts(attempts: &[crate::Attempt]) -> Option<HostFigures> {
-        let mut f = HostFigures::default();
+    pub fn of_attempts(attempts: &[crate::Attempt], spec: &crate::JobSpec) -> Option<HostFigures> {
+        let mut f = HostFigures {
+            memory_asked: spec.memory.is_some(),
+            cpus_asked: spec.cpus.is_some(),
+            ..HostFigures::default()
+        };
         let mut any = false;
         for a in attempts {
             let Some(h) = &a.host_usage else { continue };
@@ -222,6 +230,7 @@ const CPU_MIN_WALL_SECONDS: f64 = 60.0;
 /// said where the figures are unknown, or the request already fits.
 pub fn host_hints(f: &HostFigures) -> Vec<String> {
     let mut hints = Vec::new();
+    let how = |asked: bool| if asked { "asked" } else { "given" };
     let limit = f.memory_limit_bytes.filter(|l| *l > 0);
     match (limit, f.memory_peak_bytes) {
         (Some(limit), _) if f.oom_killed => {
@@ -237,7 +246,8 @@ pub fn host_hints(f: &HostFigures) -> Vec<String> {
             // Only a request that frees a quarter of the limit is worth a change.
             if (ask as f64) <= limit as f64 * 0.75 {
                 hints.push(format!(
-                    "asked {}, peaked at {}: ask for {} (--mem {})",
+                    "{} {}, peaked at {}: ask for {} (--mem {})",
+                    how(f.memory_asked),
                     bytes_text(limit),
                     bytes_text(peak),
                     bytes_text(ask),
@@ -245,7 +255,8 @@ pub fn host_hints(f: &HostFigures) -> Vec<String> {
                 ));
             } else if peak as f64 >= limit as f64 * 0.9 && ask > limit {
                 hints.push(format!(
-                    "asked {}, peaked at {} ({:.0}%): close to its limit, an OOM kill away: ask for {} (--mem {})",
+                    "{} {}, peaked at {} ({:.0}%): close to its limit, an OOM kill away: ask for {} (--mem {})",
+                    how(f.memory_asked),
                     bytes_text(limit),
                     bytes_text(peak),
                     peak as f64 / limit as f64 * 100.0,
@@ -263,12 +274,14 @@ pub fn host_hints(f: &HostFigures) -> Vec<String> {
         let ask = ((used * CPU_MARGIN).ceil() as u32).max(1);
         if ask < cpus && used < cpus as f64 * 0.5 {
             hints.push(format!(
-                "asked {}, used {used:.1} on average: ask for {ask} (--cpus {ask})",
+                "{} {}, used {used:.1} on average: ask for {ask} (--cpus {ask})",
+                how(f.cpus_asked),
                 crate::plural(cpus.into(), "core")
             ));
         } else if used >= cpus as f64 * 0.9 {
             hints.push(format!(
-                "asked {}, used {used:.1} on average: it is bound by its cores; more (--cpus {}) may make it faster",
+                "{} {}, used {used:.1} on average: it is bound by its cores; more (--cpus {}) may make it faster",
+                how(f.cpus_asked),
                 crate::plural(cpus.into(), "core"),
                 cpus * 2
             ));
@@ -490,6 +503,8 @@ mod tests {
             cpu_seconds: Some(cpu_seconds),
             wall_seconds: wall,
             oom_killed: false,
+            memory_asked: true,
+            cpus_asked: true,
         }
     }
 
@@ -512,6 +527,15 @@ mod tests {
             ["asked 4 GiB, peaked at 300 MiB: ask for 512 MiB (--mem 512M)"]
         );
         assert!(host_hints(&host(12, 9 * G, 0, 0.0, 0.0)).is_empty());
+        // A default share is said to be given, not asked for.
+        let given = HostFigures {
+            memory_asked: false,
+            ..host(64, 9 * G, 0, 0.0, 0.0)
+        };
+        assert_eq!(
+            host_hints(&given),
+            ["given 64 GiB, peaked at 9 GiB: ask for 12 GiB (--mem 12G)"]
+        );
     }
 
     #[test]
@@ -574,17 +598,25 @@ mod tests {
                 cpus: Some(4),
             }),
         };
-        let f = HostFigures::of_attempts(&[
-            attempt(1, 0, Some(100_000), 16 * G, 50.0),
-            attempt(2, 200_000, Some(500_000), 3 * G, 300.0),
-            attempt(3, 600_000, None, 20 * G, 1.0),
-        ])
+        let spec = crate::JobSpec {
+            memory: Some(crate::MemSize::from_mib(16 * 1024)),
+            ..Default::default()
+        };
+        let f = HostFigures::of_attempts(
+            &[
+                attempt(1, 0, Some(100_000), 16 * G, 50.0),
+                attempt(2, 200_000, Some(500_000), 3 * G, 300.0),
+                attempt(3, 600_000, None, 20 * G, 1.0),
+            ],
+            &spec,
+        )
         .unwrap();
+        assert!(f.memory_asked && !f.cpus_asked);
         assert_eq!(f.memory_peak_bytes, Some(20 * G));
         assert_eq!((f.cpu_seconds, f.wall_seconds), (Some(350.0), 400.0));
         assert!(f.oom_killed);
         assert_eq!(f.cores_used(), Some(0.875));
-        assert_eq!(HostFigures::of_attempts(&[]), None);
+        assert_eq!(HostFigures::of_attempts(&[], &spec), None);
     }
 
     #[test]

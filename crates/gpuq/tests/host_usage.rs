@@ -165,7 +165,7 @@ fn a_job_that_used_a_seventh_of_its_memory_is_told_what_to_ask_for() {
     assert_eq!((code, job["state"].as_str()), (Some(0), Some("succeeded")));
     let advice = d.ok(&["advise", &id.to_string()]);
     assert!(
-        advice.contains("- asked 64 GiB, peaked at 9 GiB: ask for 12 GiB (--mem 12G)"),
+        advice.contains("- given 64 GiB, peaked at 9 GiB: ask for 12 GiB (--mem 12G)"),
         "{advice}"
     );
     let shown = d.ok(&["show", &id.to_string()]);

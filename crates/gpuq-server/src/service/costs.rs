@@ -428,7 +428,7 @@ impl Service {
             .and_then(|g| self.gpus.iter().find(|info| info.index == *g));
         let catalog = &self.pricing.catalog;
         let model = card.and_then(|c| catalog.model_for(&c.model, c.memory_mib));
-        let host = gpuq_core::advice::HostFigures::of_attempts(&attempts);
+        let host = gpuq_core::advice::HostFigures::of_attempts(&attempts, &job.spec);
         Ok(gpuq_core::advice::advise(&gpuq_core::advice::AdviceInput {
             job: id,
             gpus: job.gpus_requested,

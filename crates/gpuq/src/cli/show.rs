@@ -165,9 +165,8 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
         if let Some(m) = gpuq_core::advice::memory_words(h, j.spec.memory.is_some()) {
             row("memory", m + &of);
         }
-        let wall = a
-            .ended_at
-            .map(|e| (e - a.started_at).max(0) as f64 / 1000.0);
+        // A running attempt's average is over its time so far.
+        let wall = Some((a.ended_at.unwrap_or(now) - a.started_at).max(0) as f64 / 1000.0);
         if let Some(c) = gpuq_core::advice::cpu_words(h, wall) {
             row("cpu", c + &of);
         }
