@@ -331,6 +331,8 @@ pub fn bytes_text(bytes: u64) -> String {
 /// CPU time for people: "45 core-seconds", "12 core-minutes", "3.2 core-hours".
 pub fn cpu_time_text(seconds: f64) -> String {
     match seconds {
+        // A short job's fraction of a second is worth a digit.
+        s if s < 10.0 => format!("{s:.1} core-seconds"),
         s if s < 60.0 => format!("{s:.0} core-seconds"),
         s if s < 3600.0 => format!("{:.0} core-minutes", s / 60.0),
         s => format!("{:.1} core-hours", s / 3600.0),
@@ -629,6 +631,7 @@ mod tests {
         assert_eq!(mem_flag(768 << 20), "768M");
         assert_eq!(cpu_time_text(3.2 * 3600.0), "3.2 core-hours");
         assert_eq!(cpu_time_text(90.0), "2 core-minutes");
+        assert_eq!(cpu_time_text(0.23), "0.2 core-seconds");
     }
 
     #[test]

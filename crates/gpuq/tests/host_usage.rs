@@ -174,7 +174,7 @@ fn a_job_that_used_a_seventh_of_its_memory_is_told_what_to_ask_for() {
         "no out-of-memory words for a job that was not killed: {shown}"
     );
     assert!(
-        shown.contains("\ncpu          no reserved cores, 3 core-seconds"),
+        shown.contains("\ncpu          no reserved cores, 3.0 core-seconds"),
         "{shown}"
     );
 }

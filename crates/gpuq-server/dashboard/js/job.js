@@ -579,7 +579,7 @@ function bytes(v) {
 
 // CPU time in the unit that reads best, as `gpuq show` writes it.
 function cpuTime(s) {
-  if (s < 60) return t('job.coreSeconds', { n: num(s) });
+  if (s < 60) return t('job.coreSeconds', { n: num(s, s < 10 ? 1 : 0) });
   if (s < 3600) return t('job.coreMinutes', { n: num(s / 60) });
   return t('job.coreHours', { h: num(s / 3600, 1) });
 }
