@@ -286,8 +286,15 @@ pub fn supervise(s: Supervision<'_>) -> i32 {
                 .procs_files()
                 .iter()
                 .map(|p| std::fs::OpenOptions::new().write(true).open(p))
-                .collect::<std::io::Result<Vec<_>>>()?;
-            Ok((g, files))
+                .collect::<std::io::Result<Vec<_>>>();
+            match files {
+                Ok(files) => Ok((g, files)),
+                Err(e) => {
+                    // The job never runs: its groups go with the attempt.
+                    let _ = g.remove();
+                    Err(e)
+                }
+            }
         });
         match entered {
             Ok(g) => Some(g),

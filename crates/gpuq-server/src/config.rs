@@ -772,6 +772,7 @@ impl Config {
             toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
         config.output.check()?;
         config.resources.check()?;
+        config.confinement.check()?;
         config.connections.check()?;
         for (key, value, default) in [
             (

@@ -52,6 +52,23 @@ impl Default for ConfinementConfig {
     }
 }
 
+impl ConfinementConfig {
+    /// Refuses a bound no job could start under, naming the key.
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_processes < MIN_PROCESSES {
+            return Err(format!(
+                "confinement.max_processes: {} is too few for any job (a shell and its \
+                 command already take several); give at least {MIN_PROCESSES}",
+                self.max_processes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Fewer processes than this cannot run a Python job with a thread pool.
+const MIN_PROCESSES: u64 = 16;
+
 fn default_max_processes() -> u64 {
     4096
 }

@@ -222,3 +222,19 @@ fn off_says_why() {
         .unwrap();
     assert_eq!(none.describe(), "none: no cgroup filesystem is mounted");
 }
+
+#[test]
+fn the_config_section_reads_and_refuses_a_bound_no_job_can_start_under() {
+    let c: ConfinementConfig = serde_json::from_str(r#"{"devices": "bpf"}"#).unwrap();
+    assert_eq!(
+        (c.mode, c.devices, c.max_processes),
+        (ConfineMode::Auto, DeviceChoice::Bpf, 4096)
+    );
+    assert!(c.check().is_ok());
+    let few = ConfinementConfig {
+        max_processes: 3,
+        ..Default::default()
+    };
+    assert!(few.check().unwrap_err().starts_with("confinement.max_processes: 3"));
+    assert!(serde_json::from_str::<ConfinementConfig>(r#"{"devices": "v3"}"#).is_err());
+}
