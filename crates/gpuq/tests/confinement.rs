@@ -316,3 +316,51 @@ time.sleep(600)
         "the straggler outlived the cancel after the restart"
     );
 }
+
+#[test]
+fn a_daemon_that_cannot_make_cgroups_says_why_and_runs_jobs_as_before() {
+    if !running_as_root() {
+        return;
+    }
+    ensure_user(USER);
+    // A plain user's daemon: the jobs' parent groups exist (root's daemons
+    // made them) but are not its to write.
+    let home = tempfile::tempdir().unwrap();
+    let uid = ensure_user(USER);
+    std::os::unix::fs::chown(home.path(), Some(uid), None).unwrap();
+    let log = std::fs::File::create(home.path().join("user-daemon.log")).unwrap();
+    let mut server = std::process::Command::new("runuser")
+        .args(["-u", USER, "--", "env"])
+        .arg(format!("GPUQ_HOME={}", home.path().display()))
+        .args([GPUQ, "server", "--listen", "127.0.0.1:0", "--gpus", "sim:1"])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let daemon_file = home.path().join("daemon.json");
+    assert!(eventually(Duration::from_secs(20), || daemon_file.exists()));
+    let out = as_user_in(
+        home.path(),
+        USER,
+        Path::new("/tmp"),
+        &["run", "--", "echo", "ran"],
+    );
+    // It logs to its own daemon.log once it runs in the background.
+    let said: String = ["user-daemon.log", "daemon.log"]
+        .iter()
+        .map(|f| std::fs::read_to_string(home.path().join(f)).unwrap_or_default())
+        .collect();
+    let pid = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&daemon_file).unwrap())
+        .unwrap()["pid"]
+        .as_i64()
+        .unwrap();
+    // SAFETY: the daemon this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let _ = server.wait();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(stdout(&out).trim(), "ran");
+    assert!(
+        said.contains("job confinement: none: cannot create the jobs' cgroups"),
+        "{said}"
+    );
+}

@@ -203,7 +203,10 @@ impl Confinement {
         let mut v1 = BTreeMap::new();
         for (ctrl, own) in &mounts.v1 {
             let jobs = own.join(JOBS_DIR);
-            match v2::mkdir(&jobs).and_then(|()| v1::prepare_parent(ctrl, &jobs)) {
+            match v2::mkdir(&jobs)
+                .and_then(|()| can_make_groups_in(&jobs))
+                .and_then(|()| v1::prepare_parent(ctrl, &jobs))
+            {
                 Ok(()) => {
                     v1.insert(ctrl.clone(), jobs);
                 }
@@ -214,7 +217,7 @@ impl Confinement {
         if let Some((own, own_path)) = &mounts.v2 {
             let base = v2::base_of(own);
             let jobs = base.join(JOBS_DIR);
-            match v2::mkdir(&jobs) {
+            match v2::mkdir(&jobs).and_then(|()| can_make_groups_in(&jobs)) {
                 Ok(()) => {
                     // Controllers bound to v1 are not offered here anyway.
                     let ctrls: Vec<String> = v2::offered(&base)
@@ -511,6 +514,15 @@ impl Confinement {
     }
 }
 
+/// This process may make (and so configure) groups in `parent`: the parent
+/// may exist already, made by another account's daemon.
+fn can_make_groups_in(parent: &Path) -> Result<(), CgroupError> {
+    let probe = parent.join(format!(".probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).map_err(|e| CgroupError::io(&probe, e))?;
+    let _ = std::fs::remove_dir(&probe);
+    Ok(())
+}
+
 /// The name of an attempt's groups.
 pub fn group_name(job: gpuq_core::JobId, attempt: u32) -> String {
     format!("job-{job}-{attempt}")
@@ -525,7 +537,7 @@ pub fn parse_group_name(name: &str) -> Option<(gpuq_core::JobId, u32)> {
 /// Loads (and drops) a deny-all program: the kernel lets this process load
 /// and attach device programs.
 fn probe_bpf(jobs: &Path) -> Result<(), CgroupError> {
-    let probe = jobs.join(".probe");
+    let probe = jobs.join(format!(".probe-bpf-{}", std::process::id()));
     v2::mkdir(&probe)?;
     let r = bpf::attach(&probe, &[]);
     let _ = std::fs::remove_dir(&probe);
