@@ -204,10 +204,11 @@ fn a_confined_jobs_figures_are_live_while_it_runs_and_kept_when_it_ends() {
     let d = Daemon::start("none");
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    // Holds 100 MiB (written, so it counts), spins a second, waits for `go`.
+    // Holds 100 MiB (written, so it counts), spins until it has used a second
+    // of CPU (however busy the host), waits for `go`.
     let script = format!(
         "import os, time\nb = bytearray(100 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n\
-         t = time.time()\nwhile time.time() - t < 1: pass\nprint('holding', flush=True)\n\
+         while time.process_time() < 1: pass\nprint('holding', flush=True)\n\
          while not os.path.exists({go:?}): time.sleep(0.1)\n",
         go = go.display().to_string()
     );
