@@ -165,6 +165,16 @@ fn slurm_record(status: Option<&SlurmStatus>, killed: bool, now: i64) -> Option<
     }
 }
 
+/// Slurm's own cgroup counted an OOM kill (`OUT_OF_MEMORY`, from its memory
+/// controller's counter): the record says so as a local job's would, so the
+/// attempt ends "out of memory" and is not retried as a crash.
+fn with_slurms_oom(mut r: ExitRecord, state: &str) -> ExitRecord {
+    if state.starts_with("OUT_OF_MEMORY") {
+        r.usage.get_or_insert_with(Default::default).oom_killed = true;
+    }
+    r
+}
+
 /// Node kinds: GPU count and type, in the order sinfo lists them.
 fn kinds(found: &[SlurmNode]) -> Vec<(u32, Option<String>, u32)> {
     let mut kinds: Vec<(u32, Option<String>, u32)> = Vec::new();
@@ -408,7 +418,8 @@ impl Shared {
         let record = self
             .commands
             .exit_record(job, attempt)
-            .or_else(|| slurm_record(status.as_ref(), killed, now));
+            .or_else(|| slurm_record(status.as_ref(), killed, now))
+            .map(|r| with_slurms_oom(r, state));
         let outside = match state {
             "TIMEOUT" | "DEADLINE" => Some(OutsideEnd::TimeLimit("Slurm's time limit".into())),
             "CANCELLED" => Some(OutsideEnd::Cancelled(format!(
@@ -665,6 +676,12 @@ mod tests {
         }
         assert_eq!(slurm_record(None, false, 1), None);
         assert_eq!(slurm_record(None, true, 1).and_then(|r| r.signal), Some(9));
+        // Slurm's OUT_OF_MEMORY is the cgroup's OOM kill, whatever the exit status.
+        let killed = slurm_record(Some(&status("OUT_OF_MEMORY", Some((0, 9)))), false, 1).unwrap();
+        let r = with_slurms_oom(killed, "OUT_OF_MEMORY");
+        assert!(r.usage.is_some_and(|u| u.oom_killed));
+        let failed = slurm_record(Some(&status("FAILED", Some((1, 0)))), false, 1).unwrap();
+        assert_eq!(with_slurms_oom(failed, "FAILED").usage, None);
     }
 
     #[test]
