@@ -357,7 +357,9 @@ pub fn memory_words(h: &crate::job::HostUsage, asked: bool) -> Option<String> {
         (Some(l), Some(p)) => format!("{l}, {p}"),
         (Some(l), None) => format!("{l}, peak not counted"),
         (None, Some(p)) => format!("{p} (no limit of its own)"),
-        (None, None) if h.oom_killed => "no figures".to_string(),
+        (None, None) if h.oom_killed => {
+            return Some("out of memory at its limit (no figures counted)".into())
+        }
         (None, None) => return None,
     };
     if h.oom_killed {
@@ -667,5 +669,14 @@ mod tests {
             "no reserved cores, 3.2 core-hours"
         );
         assert_eq!(memory_words(&crate::job::HostUsage::default(), true), None);
+        // Slurm says OUT_OF_MEMORY without figures.
+        let bare = crate::job::HostUsage {
+            oom_killed: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            memory_words(&bare, true).unwrap(),
+            "out of memory at its limit (no figures counted)"
+        );
     }
 }
