@@ -85,15 +85,27 @@ impl Service {
         if job.spec.nodes.unwrap_or(1) > 1 || job.gpus_requested > self.largest_node_gpus() {
             return true;
         }
+        let d = self.resource_defaults();
+        let want = gpuq_core::effective(&job.spec, &d);
         self.nodes.iter().enumerate().any(|(n, node)| {
             let on_node = inner
                 .running
                 .values()
                 .filter(|r| r.placement.nodes().any(|p| p == n));
             let used_slots = on_node.clone().count() as u32;
-            let used_gpus: usize = on_node.map(|r| r.placement.on(n).len()).sum();
+            let used_gpus: usize = on_node.clone().map(|r| r.placement.on(n).len()).sum();
+            // Cores and memory, where the node counts them (as the core does).
+            let held = on_node
+                .filter_map(|r| r.spec.as_deref())
+                .map(|s| gpuq_core::effective(s, &d))
+                .fold((0u64, 0u64), |(c, m), r| {
+                    (c + u64::from(r.cpus), m + r.memory_mib)
+                });
+            let host_free = (node.cpus == 0 || held.0 + u64::from(want.cpus) <= node.cpus.into())
+                && (node.memory_mib == 0 || held.1 + want.memory_mib <= node.memory_mib);
             used_slots < node.slots
                 && node.gpus.len().saturating_sub(used_gpus) as u32 >= job.gpus_requested
+                && host_free
         })
     }
 
