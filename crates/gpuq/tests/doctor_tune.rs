@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::{eventually, nvml_stand_in, output_within, repo_root, stderr, stdout, Daemon};
+use common::{
+    eventually, nvml_stand_in, output_within, repo_root, running_as_root, stderr, stdout, Daemon,
+};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Duration;
@@ -45,8 +47,9 @@ fn check_of(report: &Value, id: &str) -> Value {
         .clone()
 }
 
-const IDS: [&str; 9] = [
+const IDS: [&str; 10] = [
     "node_gpus",
+    "confinement",
     "driver",
     "torch",
     "torch_cuda",
@@ -95,6 +98,15 @@ fn doctor_runs_its_checks_as_a_job_and_says_there_is_no_gpu_plainly() {
     }
     let check = |id: &str| check_of(&r, id);
     assert_eq!(check("node_gpus")["status"], "warn");
+    // Which isolation jobs run under: cgroups as root, else why none.
+    let confined = check("confinement");
+    let detail = confined["detail"].as_str().unwrap();
+    if running_as_root() {
+        assert!(detail.starts_with("cgroup v"), "{confined}");
+    } else {
+        assert!(detail.starts_with("none: "), "{confined}");
+        assert_eq!(confined["status"], "warn", "{confined}");
+    }
     assert!(check("node_gpus")["detail"]
         .as_str()
         .unwrap()

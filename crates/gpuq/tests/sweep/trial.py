@@ -23,7 +23,7 @@ checkpoint = gpuq.checkpoint_dir() / "state.json"
 start = json.loads(checkpoint.read_text())["step"] if checkpoint.exists() else 0
 limit = gpuq.trial_max_step() or 9
 with open(gpuq.output_dir() / "attempts.txt", "a") as f:
-    gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    gpus = os.environ.get("GPUQ_GPUS", "")  # indices (CUDA_VISIBLE_DEVICES: UUIDs when confined)
     f.write(f"{gpuq.attempt()} {start} {limit} {gpus}\n")
 if trial in os.environ.get("CRASH_TRIALS", "").split(","):
     print("crashing on purpose", flush=True)
