@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 /// More cores than this on one node is a typo, not a request.
 pub const MAX_CPUS_PER_JOB: u32 = 4096;
+/// A GPU's default share of cores below this is no share at all (see
+/// [`ResourceDefaults::fair_share`]).
+pub const MIN_CPUS_PER_GPU: u32 = 2;
 /// Less memory than this cannot hold a Python interpreter: a limit below it is
 /// a unit mistake (`--mem 64` is 64 GiB; `--mem 64K` is refused by the parser).
 pub const MIN_MEMORY_MIB: u64 = 16;
@@ -76,15 +79,18 @@ impl ResourceDefaults {
     /// The node's fair shares per GPU, as Slurm's DefCpuPerGPU and
     /// DefMemPerGPU would be set for a node of `cpus` cores, `memory_mib` of
     /// allocatable memory and `gpus` GPUs: each rounded down, so the GPUs'
-    /// shares together never exceed the node. Where GPUs outnumber cores the
-    /// per-GPU share is 0 cores: no GPU job reserves a core, and they share the
-    /// node's cores as they would without reservations.
+    /// shares together never exceed the node. Where a GPU's share would be
+    /// under 2 cores (GPUs outnumber or match the cores: a small box, or many
+    /// simulated GPUs) it is 0: no GPU job reserves a core, and they share the
+    /// node's cores as without reservations. One pinned core per GPU job
+    /// starves its data loading and whatever else it runs beside the GPU.
     pub fn fair_share(cpus: u32, memory_mib: u64, gpus: u32) -> ResourceDefaults {
         if gpus == 0 {
             return ResourceDefaults::default();
         }
+        let share = cpus / gpus;
         ResourceDefaults {
-            cpus_per_gpu: cpus / gpus,
+            cpus_per_gpu: if share >= MIN_CPUS_PER_GPU { share } else { 0 },
             memory_mib_per_gpu: memory_mib / u64::from(gpus),
             cpus_cpu_only: 0,
             memory_mib_per_cpu: 0,
@@ -221,11 +227,15 @@ mod tests {
     }
 
     #[test]
-    fn the_fair_share_rounds_down_and_is_zero_where_gpus_outnumber_cores() {
+    fn the_fair_share_rounds_down_and_is_zero_under_two_cores_per_gpu() {
         let d = ResourceDefaults::fair_share(64, 500 * 1024, 8);
         assert_eq!((d.cpus_per_gpu, d.memory_mib_per_gpu), (8, 64000));
         let d = ResourceDefaults::fair_share(2, 20 * 1024, 8);
         assert_eq!((d.cpus_per_gpu, d.memory_mib_per_gpu), (0, 2560));
+        // One core per GPU is no share: they share the cores.
+        assert_eq!(ResourceDefaults::fair_share(2, 1024, 2).cpus_per_gpu, 0);
+        assert_eq!(ResourceDefaults::fair_share(3, 1024, 2).cpus_per_gpu, 0);
+        assert_eq!(ResourceDefaults::fair_share(2, 1024, 1).cpus_per_gpu, 2);
         assert_eq!(
             ResourceDefaults::fair_share(16, 1024, 0),
             ResourceDefaults::default()

@@ -100,7 +100,7 @@
 //! max_processes = 4096           # processes (and threads) per job
 //!
 //! [resources]                    # cores and memory a job gets when its spec does not say (see config_resources.rs)
-//! cpus_per_gpu = 8               # default: the node's cores / its GPUs, rounded down (0 where GPUs outnumber cores)
+//! cpus_per_gpu = 8               # default: the node's cores / its GPUs, rounded down (0 where that is under 2)
 //! memory_per_gpu = "64G"         # default: the node's allocatable memory / its GPUs
 //! cpus = 0                       # a CPU-only job's cores (default 0: none reserved, it runs on the unreserved ones)
 //! memory_per_cpu = "4G"          # per reserved core, where no per-GPU share applies (default: allocatable / cores)

@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! [resources]
-//! cpus_per_gpu = 8          # default: the node's cores / its GPUs, rounded down (0 where GPUs outnumber cores)
+//! cpus_per_gpu = 8          # default: the node's cores / its GPUs, rounded down (0 where that is under 2)
 //! memory_per_gpu = "64G"    # default: the node's allocatable memory / its GPUs, rounded down
 //! cpus = 0                  # cores a CPU-only job reserves when it does not ask (default 0: none)
 //! memory_per_cpu = "4G"     # memory per reserved core for a job the per-GPU share does not cover
