@@ -77,6 +77,10 @@ pub struct JobDetail {
     /// `[resources]` defaults. 0: none reserved. Absent from older daemons.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<gpuq_core::JobResources>,
+    /// The memory limit (MiB) its cgroup enforces: its reserved memory, else a
+    /// cap that reserves nothing. 0: none of its own. Absent from older daemons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_mib: Option<u64>,
 }
 
 /// `GET /v1/gpus`: one GPU and who holds it.

@@ -34,7 +34,7 @@ pub use array::{ArraySpec, JobRef};
 pub use duration::DurationSpec;
 pub use job::{Attempt, Event, Job};
 pub use memsize::MemSize;
-pub use resources::{effective, JobResources, ResourceDefaults};
+pub use resources::{effective, memory_limit_mib, JobResources, ResourceDefaults};
 pub use scheduler::{
     explain, schedule, Decision, DependencyState, JobGroup, Node, NodeGpus, NodeKind, NodeShortage,
     PendingJob, Placement, RunningJob, ScheduleInput, WaitReason,

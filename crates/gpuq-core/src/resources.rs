@@ -118,6 +118,19 @@ pub fn effective(spec: &JobSpec, d: &ResourceDefaults) -> JobResources {
     JobResources { cpus, memory_mib }
 }
 
+/// The memory limit (MiB) the job runs under: its reserved memory where it
+/// holds some, else a cap that is not a reservation, `memory_mib_per_cpu` ×
+/// its cores (at least one), so a job that asked for no memory (a CPU-only job
+/// by default) cannot grow over its neighbours: the scheduler counts nothing
+/// for it, but the kernel stops it at the cap. 0 only where the node counts no
+/// memory (Slurm's, whose own limits apply) or `memory_per_cpu = "0"`.
+pub fn memory_limit_mib(res: &JobResources, d: &ResourceDefaults) -> u64 {
+    if res.memory_mib > 0 {
+        return res.memory_mib;
+    }
+    d.memory_mib_per_cpu.saturating_mul(res.cpus.max(1).into())
+}
+
 /// The spec's own checks of `cpus` and `memory` (what no node could be asked).
 pub(crate) fn check_spec(spec: &JobSpec) -> Result<(), SpecError> {
     if let Some(n) = spec.cpus {
@@ -160,6 +173,33 @@ mod tests {
             memory: memory.map(|m| m.parse().unwrap()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn every_job_gets_a_memory_limit_even_with_none_reserved() {
+        // The node's defaults: 64 cores, 512 GiB allocatable, CPU-only jobs
+        // reserve nothing.
+        let d = ResourceDefaults {
+            cpus_per_gpu: 8,
+            memory_mib_per_gpu: 64 * 1024,
+            cpus_cpu_only: 0,
+            memory_mib_per_cpu: 8 * 1024,
+        };
+        let cpu_only = effective(&spec(0, None, None), &d);
+        assert_eq!(cpu_only.memory_mib, 0, "a cap, not a reservation");
+        assert_eq!(memory_limit_mib(&cpu_only, &d), 8 * 1024);
+        let four = effective(&spec(0, Some(4), None), &d);
+        assert_eq!(memory_limit_mib(&four, &d), 32 * 1024);
+        // Reserved memory is the limit.
+        let asked = effective(&spec(0, None, Some("2G")), &d);
+        assert_eq!(memory_limit_mib(&asked, &d), 2048);
+        let gpu = effective(&spec(2, None, None), &d);
+        assert_eq!(memory_limit_mib(&gpu, &d), 128 * 1024);
+        // A node that counts no memory (Slurm's): none here.
+        assert_eq!(
+            memory_limit_mib(&cpu_only, &ResourceDefaults::default()),
+            0
+        );
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub struct Launch {
     /// The cores and memory it holds on each node: the spec's own, else the
     /// daemon's defaults (`gpuq_core::effective`). Zero: none reserved.
     pub resources: gpuq_core::JobResources,
+    /// The memory limit it runs under (MiB; `gpuq_core::memory_limit_mib`):
+    /// its reserved memory, else a cap that reserves nothing. 0: none of its own.
+    pub memory_limit_mib: u64,
     /// Run the job as this account; `None`: as the daemon's user.
     pub run_as: Option<RunAs>,
     /// A group that may read the job's checkpoints and outputs.

@@ -125,7 +125,7 @@ impl Backend for LocalBackend {
         let (job, attempt) = (launch.job, launch.attempt);
         let limits = AttemptLimits {
             cpus: self.choose_cpus(launch.resources.cpus, req.gpus),
-            memory_mib: launch.resources.memory_mib,
+            memory_mib: launch.memory_limit_mib,
             holds_cpus: launch.resources.cpus > 0,
         };
         let mut cmd = self

@@ -271,12 +271,14 @@ pub async fn show(
     ctx.service
         .add_running_attempt_host_usage(&job, &mut attempts);
     let resources = Some(ctx.service.resources_of(&job.spec));
+    let memory_limit_mib = Some(ctx.service.memory_limit_of(&job.spec));
     Ok(Json(JobDetail {
         job,
         attempts,
         events,
         gpu_usage,
         resources,
+        memory_limit_mib,
     }))
 }
 

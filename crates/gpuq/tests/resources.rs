@@ -12,7 +12,7 @@ fn nproc() -> u32 {
 fn a_job_gets_the_cores_and_memory_it_asks_for_or_the_configured_share() {
     let d = Daemon::start_with_config(
         "sim:2",
-        "[resources]\ncpus_per_gpu = 1\nmemory_per_gpu = \"1G\"\n",
+        "[resources]\ncpus_per_gpu = 1\nmemory_per_gpu = \"1G\"\nmemory_per_cpu = \"3G\"\n",
     );
     let gpu = d.submit(&["--gpus", "1", "--", "true"]);
     let show = d.show(gpu);
@@ -40,6 +40,14 @@ fn a_job_gets_the_cores_and_memory_it_asks_for_or_the_configured_share() {
     assert_eq!(show["resources"]["memory_mib"], 0);
     let text = d.ok(&["show", &plain.to_string()]);
     assert!(text.contains("no cores of its own"), "{text}");
+    // ... but it runs under a memory limit all the same: memory_per_cpu for
+    // its one core, a cap the scheduler does not count.
+    assert_eq!(show["memory_limit_mib"], 3072, "{show}");
+    assert!(
+        text.contains("mem limit    3 GiB (a cap, not reserved"),
+        "{text}"
+    );
+    assert_eq!(d.show(asked)["memory_limit_mib"], 512);
 
     // The same fields from a spec file.
     let dir = tempfile::tempdir().unwrap();

@@ -37,6 +37,13 @@ impl Service {
         gpuq_core::effective(spec, &self.resource_defaults())
     }
 
+    /// The memory limit (MiB) a job of `spec` runs under here: its reserved
+    /// memory, else a cap that reserves nothing (`gpuq_core::memory_limit_mib`).
+    pub fn memory_limit_of(&self, spec: &gpuq_core::JobSpec) -> u64 {
+        let d = self.resource_defaults();
+        gpuq_core::memory_limit_mib(&gpuq_core::effective(spec, &d), &d)
+    }
+
     /// Runs `f` with the scheduler core's view of the current state.
     pub(super) fn with_input<T>(
         &self,
@@ -325,6 +332,7 @@ impl Service {
                 cwd: info.cwd,
                 env,
                 resources: gpuq_core::effective(&spec, &self.resource_defaults()),
+                memory_limit_mib: self.memory_limit_of(&spec),
                 spec: Arc::clone(&spec),
             };
             self.backend.launch(launch)?;

@@ -98,6 +98,21 @@ pub async fn run(client: &Client, args: ShowArgs) -> CmdResult {
     if let Some(r) = &detail.resources {
         row("reserved", reserved_line(r, &j.spec));
     }
+    if let Some(m) = detail.memory_limit_mib.filter(|&m| m > 0) {
+        let reserved = detail.resources.is_some_and(|r| r.memory_mib > 0);
+        row(
+            "mem limit",
+            format!(
+                "{}{}",
+                gpuq_core::resources::mib_text(m),
+                if reserved {
+                    ""
+                } else {
+                    " (a cap, not reserved: ask for memory with --mem)"
+                }
+            ),
+        );
+    }
     row("priority", j.priority.to_string());
     let limits = [
         j.spec.time_limit.map(|t| format!("time limit {t}")),
@@ -289,7 +304,7 @@ async fn show_array(client: &Client, id: u64, json: bool) -> CmdResult {
 }
 
 /// "8 cores (asked), 64 GiB (default)", "no cores of its own (it runs on the
-/// unreserved ones), no memory limit of its own".
+/// unreserved ones), no reserved memory".
 fn reserved_line(r: &gpuq_core::JobResources, spec: &gpuq_core::JobSpec) -> String {
     let how = |asked: bool| if asked { " (asked)" } else { " (default)" };
     let cores = match r.cpus {
@@ -297,7 +312,7 @@ fn reserved_line(r: &gpuq_core::JobResources, spec: &gpuq_core::JobSpec) -> Stri
         n => gpuq_core::plural(n.into(), "core") + how(spec.cpus.is_some()),
     };
     let memory = match r.memory_mib {
-        0 => "no memory limit of its own".to_string(),
+        0 => "no reserved memory".to_string(),
         m => gpuq_core::resources::mib_text(m) + how(spec.memory.is_some()),
     };
     let per_node = if spec.nodes.unwrap_or(1) > 1 {
