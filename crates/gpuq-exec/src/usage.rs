@@ -12,9 +12,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CgroupUsage {
     /// The kernel killed a process of the job for exceeding its memory limit
-    /// (`oom_kill` > 0), whichever process it was.
+    /// (`oom_kill` > 0 and the job's own limit was hit), whichever process it was.
     #[serde(default)]
     pub oom_killed: bool,
+    /// The OOM killer killed a process of the job although the job's own
+    /// limit was never hit: the node, or all jobs together (their common
+    /// limit), ran out of memory. Not the job's fault.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub node_oom_killed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_peak_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

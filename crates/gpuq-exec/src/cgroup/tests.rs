@@ -208,11 +208,87 @@ fn memory_past_the_limit_is_an_oom_kill_counted_by_the_group() {
     );
     assert_eq!(code, None, "killed by a signal");
     let u = usage::read_usage(&g);
-    assert!(u.oom_killed, "{u:?}");
+    assert!(u.oom_killed && !u.node_oom_killed, "{u:?}");
     assert_eq!(u.memory_limit_bytes, Some(64 << 20));
     assert!(u.memory_peak_bytes.unwrap() > 32 << 20, "{u:?}");
     assert!(u.cpu_seconds.is_some());
     g.remove().unwrap();
+}
+
+/// The jobs' common limit is reached because of a neighbour: the kernel kills
+/// a process of a job that stayed well under its own limit. That job is not
+/// blamed ("out of memory at its limit"): the kill is the node's.
+#[test]
+fn a_job_killed_because_all_jobs_together_ran_out_is_not_blamed() {
+    let Some(sb) = Sandbox::new("neighbour") else {
+        return;
+    };
+    let c = sb.confinement(DeviceChoice::V1);
+    // All jobs together: 150 MiB. The hog has no limit of its own, the
+    // victim a generous 1 GiB of which it uses 100 MiB.
+    c.limit_all_jobs_memory(150).unwrap();
+    let hog = c
+        .create("job-10-1", &GroupSpec::default())
+        .unwrap()
+        .unwrap();
+    let victim = c
+        .create(
+            "job-11-1",
+            &GroupSpec {
+                memory_mib: 1024,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .unwrap();
+    // The kernel's choice is made certain: the victim scores highest, the hog
+    // is never chosen (its 100 MiB then fit once the victim is gone).
+    let files = victim.procs_files();
+    let mut held = Command::new("python3");
+    held.args([
+        "-c",
+        "import sys,time\nopen('/proc/self/oom_score_adj','w').write('1000')\nb = bytearray(100 << 20)\n\
+         for i in range(0, len(b), 4096): b[i] = 1\nprint('held', flush=True)\ntime.sleep(60)\n",
+    ]);
+    held.stdout(std::process::Stdio::piped());
+    // SAFETY: as in run_in.
+    unsafe {
+        held.pre_exec(move || {
+            for f in &files {
+                std::fs::write(f, "0")?;
+            }
+            Ok(())
+        });
+    }
+    let mut held = held.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(held.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "held");
+    let (code, _) = run_in(
+        &hog,
+        "open('/proc/self/oom_score_adj','w').write('-1000')\nb = bytearray(100 << 20)\n\
+         for i in range(0, len(b), 4096): b[i] = 1\n",
+    );
+    assert_eq!(code, Some(0), "the hog fits once the victim is gone");
+    let status = held.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "the victim was OOM-killed"
+    );
+    let u = usage::read_usage(&victim);
+    assert!(!u.oom_killed, "not at its own limit: {u:?}");
+    assert!(u.node_oom_killed, "{u:?}");
+    let u = usage::read_usage(&hog);
+    assert!(!u.oom_killed && !u.node_oom_killed, "{u:?}");
+    for g in [hog, victim] {
+        g.kill_all(EMPTY_WITHIN).unwrap();
+        g.remove().unwrap();
+    }
 }
 
 #[test]

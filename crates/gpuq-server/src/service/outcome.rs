@@ -160,6 +160,22 @@ pub fn classify(e: &Ended<'_>) -> Outcome {
     {
         return out_of_memory_limit(e, usage, &how);
     }
+    if e.record
+        .and_then(|r| r.usage.as_ref())
+        .is_some_and(|u| u.node_oom_killed)
+    {
+        // Its own limit was never reached: the node (or all jobs together)
+        // ran out, and the kernel picked a process of this job. Not its fault:
+        // queued again like an attempt lost with its node, no retry spent.
+        return keep(
+            JobState::Queued,
+            format!(
+                "killed by the OOM killer: the node's jobs together ran out of memory (not this \
+                 job's limit) ({how}); requeued, no retry counted"
+            ),
+            "requeued",
+        );
+    }
     if let Some(marker) = OOM_MARKERS.iter().find(|m| e.log_tail.contains(*m)) {
         return Outcome {
             next_state: JobState::Failed,
@@ -608,6 +624,7 @@ mod tests {
             signal,
             usage: Some(gpuq_exec::CgroupUsage {
                 oom_killed: true,
+                node_oom_killed: false,
                 memory_peak_bytes: Some(64 << 30),
                 memory_limit_bytes: Some(64 << 30),
                 cpu_seconds: Some(10.0),
@@ -656,6 +673,32 @@ mod tests {
             "{}",
             o.reason
         );
+    }
+
+    #[test]
+    fn a_kill_because_the_node_ran_out_is_requeued_not_blamed() {
+        let mut record = oom_killed(None, Some(9));
+        let u = record.usage.as_mut().unwrap();
+        (u.oom_killed, u.node_oom_killed) = (false, true);
+        u.memory_peak_bytes = Some(1 << 30);
+        // No retries left: still queued again, and no failure counted.
+        let o = ended_with_usage(&record, 0, "");
+        assert_eq!(
+            (o.next_state, o.failures, o.event, o.oom),
+            (JobState::Queued, 0, "requeued", false)
+        );
+        assert!(
+            o.reason.starts_with(
+                "killed by the OOM killer: the node's jobs together ran out of memory (not this job's limit)"
+            ),
+            "{}",
+            o.reason
+        );
+        assert!(!o.reason.contains("--mem"), "{}", o.reason);
+        // One that exited 0 all the same succeeded.
+        let mut ok = record.clone();
+        (ok.exit_code, ok.signal) = (Some(0), None);
+        assert_eq!(ended_with_usage(&ok, 0, "").next_state, JobState::Succeeded);
     }
 
     #[test]
