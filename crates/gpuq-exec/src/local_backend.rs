@@ -47,10 +47,11 @@ impl LocalBackend {
         }
     }
 
-    /// The CPUs for an attempt asking `want`: whole free cores, near its GPUs.
-    fn choose_cpus(&self, want: u32, gpus: &[u32]) -> Vec<u32> {
+    /// The CPUs for an attempt asking `want`: exactly that many free ones,
+    /// whole cores near its GPUs first. Err: not that many are free.
+    fn choose_cpus(&self, want: u32, gpus: &[u32]) -> Result<Vec<u32>, String> {
         let Some(topology) = &self.topology else {
-            return vec![];
+            return Ok(vec![]);
         };
         let reserved: BTreeSet<u32> = self
             .reserved
@@ -65,7 +66,16 @@ impl LocalBackend {
             .filter_map(|i| self.executor.gpu(*i))
             .flat_map(|g| g.local_cpus.iter().copied())
             .collect();
-        topology.choose(want, &reserved, &near)
+        topology.choose(want, &reserved, &near).ok_or_else(|| {
+            let all = topology.cpus();
+            let free = all.difference(&reserved).count();
+            format!(
+                "not started: it holds {} and only {free} of this node's {} are free (running jobs \
+                 hold the others)",
+                gpuq_core::plural(want.into(), "CPU"),
+                all.len()
+            )
+        })
     }
 
     fn sink(&self) -> EventSink {
@@ -123,8 +133,25 @@ impl Backend for LocalBackend {
                 .map(|_| crate::container::container_name(launch.job, launch.attempt)),
         };
         let (job, attempt) = (launch.job, launch.attempt);
+        let cpus = match self.choose_cpus(launch.resources.cpus, req.gpus) {
+            Ok(cpus) => cpus,
+            Err(why) => {
+                // Never on CPUs other jobs hold: the attempt is given back, not
+                // failed (not the job's fault), once the caller has recorded it.
+                let sink = self.sink();
+                std::thread::spawn(move || {
+                    sink(AttemptEvent::Ended {
+                        job,
+                        attempt,
+                        record: None,
+                        outside: Some(crate::backend::OutsideEnd::Lost(why)),
+                    })
+                });
+                return Ok(());
+            }
+        };
         let limits = AttemptLimits {
-            cpus: self.choose_cpus(launch.resources.cpus, req.gpus),
+            cpus,
             memory_mib: launch.memory_limit_mib,
             holds_cpus: launch.resources.cpus > 0,
         };

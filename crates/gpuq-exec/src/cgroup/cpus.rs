@@ -94,48 +94,71 @@ impl CpuTopology {
         self.cores.iter().flatten().copied().collect()
     }
 
-    /// The CPUs for a job asking `want` of them, none of `reserved`, whole
-    /// cores first, cores with a CPU in `near` (its GPUs' local CPUs) first.
-    /// `want` 0: every CPU nobody reserved (all of them if none is free). Asked
-    /// more than is free (the scheduler counted otherwise): what is free.
-    pub fn choose(&self, want: u32, reserved: &BTreeSet<u32>, near: &BTreeSet<u32>) -> Vec<u32> {
+    /// The CPUs for a job asking `want` of them: exactly `want` logical CPUs,
+    /// none of `reserved`, whole cores while `want` allows, the rest siblings
+    /// of one core where one has them free, cores with a CPU in `near` (its
+    /// GPUs' local CPUs) first. `None`: fewer than `want` are free (the
+    /// scheduler counted otherwise); the job must not start then, never on
+    /// CPUs others hold.
+    /// `want` 0 (a job holding no cores): every CPU nobody reserved (all of
+    /// them if none is free), which it shares.
+    pub fn choose(
+        &self,
+        want: u32,
+        reserved: &BTreeSet<u32>,
+        near: &BTreeSet<u32>,
+    ) -> Option<Vec<u32>> {
         let free: Vec<u32> = self.cpus().difference(reserved).copied().collect();
         if want == 0 {
-            return if free.is_empty() {
+            return Some(if free.is_empty() {
                 self.cpus().into_iter().collect()
             } else {
                 free
-            };
+            });
         }
-        let whole: Vec<&Vec<u32>> = self
+        let want = want as usize;
+        if free.len() < want {
+            return None;
+        }
+        let is_near = |c: &[u32]| c.iter().any(|cpu| near.contains(cpu));
+        // Each core's free threads, near cores first (stable: in order).
+        let mut cores: Vec<(bool, Vec<u32>, usize)> = self
             .cores
             .iter()
-            .filter(|c| c.iter().all(|cpu| !reserved.contains(cpu)))
+            .map(|c| {
+                let f: Vec<u32> = c
+                    .iter()
+                    .copied()
+                    .filter(|x| !reserved.contains(x))
+                    .collect();
+                (is_near(c), f, c.len())
+            })
+            .filter(|(_, f, _)| !f.is_empty())
             .collect();
-        let is_near = |c: &&Vec<u32>| c.iter().any(|cpu| near.contains(cpu));
-        let mut order: Vec<&Vec<u32>> = whole.iter().copied().filter(is_near).collect();
-        order.extend(whole.iter().copied().filter(|c| !is_near(c)));
-        let mut out = Vec::new();
-        for core in order {
-            if out.len() as u32 >= want {
-                break;
-            }
-            out.extend(core.iter().copied());
-        }
-        // Not enough whole cores: single free threads of shared cores.
-        for cpu in &free {
-            if out.len() as u32 >= want {
-                break;
-            }
-            if !out.contains(cpu) {
-                out.push(*cpu);
+        cores.sort_by_key(|(n, _, _)| !n);
+        let mut out: Vec<u32> = Vec::with_capacity(want);
+        // Whole free cores, as long as the whole core fits in what is wanted.
+        for (_, f, size) in cores.iter_mut() {
+            if f.len() == *size && want - out.len() >= *size {
+                out.append(f);
             }
         }
-        if out.is_empty() {
-            return self.cpus().into_iter().collect();
+        // The rest: from the core whose free threads fit it most closely, so
+        // siblings stay together and whole cores stay whole for others.
+        let left = want - out.len();
+        if left > 0 {
+            cores.retain(|(_, f, _)| !f.is_empty());
+            cores.sort_by_key(|(n, f, _)| (f.len() < left, f.len(), !n));
+            for (_, f, _) in cores {
+                let take = (want - out.len()).min(f.len());
+                out.extend_from_slice(&f[..take]);
+                if out.len() == want {
+                    break;
+                }
+            }
         }
         out.sort_unstable();
-        out
+        (out.len() == want).then_some(out)
     }
 }
 
@@ -177,24 +200,41 @@ mod tests {
     }
 
     #[test]
-    fn whole_cores_near_the_gpus_and_never_a_reserved_one() {
+    fn exactly_the_cpus_asked_whole_cores_near_the_gpus_never_a_reserved_one() {
         let t = ht();
         assert_eq!(t.cores.len(), 4);
-        assert_eq!(t.choose(2, &set(&[]), &set(&[])), vec![0, 4]);
-        // Three CPUs: two whole cores.
-        assert_eq!(t.choose(3, &set(&[]), &set(&[])), vec![0, 1, 4, 5]);
-        // Core 0 taken (one thread is enough to take it), GPUs near core 3.
-        assert_eq!(t.choose(2, &set(&[4]), &set(&[3, 7])), vec![3, 7]);
+        let none = set(&[]);
+        // One CPU on a two-thread machine is one thread, not the whole core.
+        assert_eq!(t.choose(1, &none, &none), Some(vec![0]));
+        assert_eq!(t.choose(2, &none, &none), Some(vec![0, 4]));
+        // Three CPUs: a whole core and one thread of the next.
+        assert_eq!(t.choose(3, &none, &none), Some(vec![0, 1, 4]));
+        assert_eq!(t.choose(8, &none, &none).unwrap().len(), 8);
+        // Core 0 half taken, GPUs near core 3: the whole near core.
+        assert_eq!(t.choose(2, &set(&[4]), &set(&[3, 7])), Some(vec![3, 7]));
+        // One thread: the free sibling of a half-taken core, keeping whole
+        // cores whole for jobs that want them.
+        assert_eq!(t.choose(1, &set(&[4]), &none), Some(vec![0]));
+        // Three with core 0 half taken: a whole core, then the lone thread.
+        assert_eq!(t.choose(3, &set(&[4]), &none), Some(vec![0, 1, 5]));
         // 0 CPUs: what nobody reserved; all if everything is.
         assert_eq!(
-            t.choose(0, &set(&[0, 4]), &set(&[])),
-            vec![1, 2, 3, 5, 6, 7]
+            t.choose(0, &set(&[0, 4]), &none),
+            Some(vec![1, 2, 3, 5, 6, 7])
         );
-        assert_eq!(t.choose(0, &t.cpus(), &set(&[])).len(), 8);
-        // Only one free thread left in a shared core: it is what there is.
-        assert_eq!(
-            t.choose(1, &set(&[0, 1, 2, 3, 5, 6, 7]), &set(&[])),
-            vec![4]
-        );
+        assert_eq!(t.choose(0, &t.cpus(), &none).unwrap().len(), 8);
+        // Only one free thread left: one CPU fits, two do not, and a job that
+        // holds cores never falls back to CPUs others hold.
+        let busy = set(&[0, 1, 2, 3, 5, 6, 7]);
+        assert_eq!(t.choose(1, &busy, &none), Some(vec![4]));
+        assert_eq!(t.choose(2, &busy, &none), None);
+        assert_eq!(t.choose(1, &t.cpus(), &none), None);
+    }
+
+    #[test]
+    fn without_hyperthreads_each_cpu_is_a_core() {
+        let t = CpuTopology::from_siblings(&set(&[0, 1, 2, 3]), |c| set(&[c]));
+        assert_eq!(t.choose(3, &set(&[1]), &set(&[3])), Some(vec![0, 2, 3]));
+        assert_eq!(t.choose(4, &set(&[1]), &set(&[])), None);
     }
 }
