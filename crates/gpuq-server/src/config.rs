@@ -96,8 +96,9 @@
 //!
 //! [confinement]                  # each job in cgroups of its own (root, or a delegated subtree)
 //! mode = "auto"                  # "off": jobs run unconfined
-//! devices = "auto"               # "v1": the devices controller; "bpf": the cgroup v2 device program
+//! devices = "auto"               # "v1": the devices controller; "bpf": the cgroup v2 device program (auto on a hybrid host: both)
 //! max_processes = 4096           # processes (and threads) per job
+//! allow_devices = ["c 10:200 rw"] # a site's own devices every job may open, beside the built-in list
 //!
 //! [resources]                    # cores and memory a job gets when its spec does not say (see config_resources.rs)
 //! cpus_per_gpu = 8               # default: the node's cores / its GPUs, rounded down (0 where that is under 2)
@@ -939,6 +940,16 @@ mod tests {
         assert!(e.contains("users.bob.share"), "{e}");
         let e = Config::parse("[scheduler]\nfair_share_half_life = \"soon\"\n").unwrap_err();
         assert!(e.contains("write it like"), "{e}");
+        let e =
+            Config::parse("[confinement]\nallow_devices = [\"c 10:200 rw\", \"c 10:200 rwm\"]\n")
+                .unwrap_err();
+        assert!(
+            e.contains("confinement.allow_devices") && e.contains("\"c 10:200 rwm\""),
+            "{e}"
+        );
+        let c = Config::parse("[confinement]\nallow_devices = [\"c 10:200 rw\", \"b 8:* r\"]\n")
+            .unwrap();
+        assert_eq!(c.confinement.extra_devices().unwrap().len(), 2);
         let e = Config::parse("[scheduler]\nsubmit_rate = 0\n").unwrap_err();
         assert!(
             e.contains("scheduler.submit_rate") && e.contains("100"),

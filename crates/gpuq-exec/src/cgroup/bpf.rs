@@ -307,4 +307,42 @@ mod tests {
         assert_eq!(run(&p, DEV_BLOCK, rw, 195, 1), 0, "a block device");
         assert_eq!(run(&p, char_, rw, 1, 3), 0, "not listed");
     }
+
+    #[test]
+    fn the_default_list_compiled_allows_the_hpc_devices_and_only_the_jobs_mig_caps() {
+        use crate::cgroup::devices::{
+            allow_list, parse_rule, DriverMajors, HostDevices, MigMinors, MiscMinors,
+        };
+        let host = HostDevices {
+            majors: DriverMajors::parse(
+                "Character devices:\n195 nvidia\n508 nvidia-uvm\n509 nvidia-caps\n510 nvidia-nvswitch\n511 nvidia-caps-imex-channels\n",
+            ),
+            misc: MiscMinors::parse("229 fuse\n 58 rdma_cm\n"),
+            mig: MigMinors::parse(
+                "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu1/gi1/access 147\ngpu1/gi1/ci0/access 148\n",
+            ),
+        };
+        let site = parse_rule("c 10:200 rw").unwrap();
+        let p = program(&allow_list(&[1], &host, &[site]));
+        let (c, rw, r) = (DEV_CHAR, ACC_READ | ACC_WRITE, ACC_READ);
+        assert_eq!(run(&p, c, rw, 195, 1), 1, "its GPU");
+        assert_eq!(run(&p, c, rw, 195, 0), 0, "another GPU");
+        assert_eq!(run(&p, c, rw, 231, 0), 1, "uverbs0");
+        assert_eq!(run(&p, c, rw, 231, 192), 1, "issm0");
+        assert_eq!(run(&p, c, rw, 10, 58), 1, "rdma_cm");
+        assert_eq!(run(&p, c, rw, 10, 229), 1, "fuse");
+        assert_eq!(run(&p, c, rw, 10, 200), 1, "the site's own");
+        assert_eq!(run(&p, c, rw, 10, 57), 0, "another misc device");
+        assert_eq!(run(&p, c, rw, 510, 3), 1, "nvswitch");
+        assert_eq!(run(&p, c, rw, 511, 0), 1, "imex channel");
+        assert_eq!(run(&p, c, r, 509, 147), 1, "its GPU instance's cap");
+        assert_eq!(run(&p, c, r, 509, 148), 1, "its compute instance's cap");
+        assert_eq!(run(&p, c, r, 509, 12), 0, "GPU 0's cap");
+        assert_eq!(run(&p, c, r, 509, 1), 0, "MIG config");
+        assert_eq!(run(&p, c, r, 509, 2), 0, "MIG monitor");
+        assert_eq!(run(&p, c, rw, 5, 1), 0, "console");
+        assert_eq!(run(&p, c, rw, 5, 0), 1, "tty");
+        assert_eq!(run(&p, c, ACC_MKNOD, 136, 3), 0, "mknod of a pts");
+        assert_eq!(run(&p, c, ACC_MKNOD, 1, 3), 0, "mknod of null");
+    }
 }

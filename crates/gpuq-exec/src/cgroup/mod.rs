@@ -40,6 +40,10 @@ pub struct ConfinementConfig {
     /// At most this many processes (threads count too) per job.
     #[serde(default = "default_max_processes")]
     pub max_processes: u64,
+    /// A site's own devices every job may open, as `devices.allow` lines
+    /// (`"c 10:200 rw"`), beside the built-in list (see `devices.rs`).
+    #[serde(default)]
+    pub allow_devices: Vec<String>,
 }
 
 impl Default for ConfinementConfig {
@@ -48,6 +52,7 @@ impl Default for ConfinementConfig {
             mode: ConfineMode::Auto,
             devices: DeviceChoice::Auto,
             max_processes: default_max_processes(),
+            allow_devices: Vec::new(),
         }
     }
 }
@@ -62,7 +67,16 @@ impl ConfinementConfig {
                 self.max_processes
             ));
         }
+        self.extra_devices().map_err(|e| e.to_string())?;
         Ok(())
+    }
+
+    /// `allow_devices` as rules (Err names the key and the bad entry).
+    pub fn extra_devices(&self) -> Result<Vec<devices::DeviceRule>, devices::BadDeviceRule> {
+        self.allow_devices
+            .iter()
+            .map(|e| devices::parse_rule(e))
+            .collect()
     }
 }
 
@@ -158,6 +172,11 @@ struct Active {
     /// The jobs' parent group in cgroup2, and the controllers it hands down.
     v2: Option<(PathBuf, Vec<String>)>,
     devices: Option<DeviceVia>,
+    /// v1 devices on a hybrid host: the device program is attached too, since
+    /// v1 has no common-ancestor rule for moving a process between groups.
+    bpf_too: bool,
+    /// The site's own `allow_devices`.
+    extra_devices: Vec<devices::DeviceRule>,
     max_processes: u64,
 }
 
@@ -273,11 +292,21 @@ impl Confinement {
                 .and_then(|(jobs, _)| probe_bpf(jobs).ok())
                 .map(|()| DeviceVia::Bpf),
         };
+        // Hybrid: a process that moves itself into another v1 group escapes
+        // the v1 rules, not a program on its cgroup2 group (its v2 group
+        // cannot be left for one outside the daemon's subtree).
+        let bpf_too = cfg.devices == DeviceChoice::Auto
+            && devices == Some(DeviceVia::V1)
+            && v2_jobs
+                .as_ref()
+                .is_some_and(|(jobs, _)| probe_bpf(jobs).is_ok());
         Ok(Self {
             state: State::On(Active {
                 v1,
                 v2: v2_jobs,
                 devices,
+                bpf_too,
+                extra_devices: cfg.extra_devices().unwrap_or_default(),
                 max_processes: cfg.max_processes,
             }),
         })
@@ -331,6 +360,9 @@ impl Confinement {
                 s
             }
         };
+        if a.bpf_too {
+            out.push_str(" + v2 device program");
+        }
         if a.devices.is_none() {
             out.push_str("; devices NOT confined (no devices controller, no device program)");
         }
@@ -419,6 +451,12 @@ impl Confinement {
             groups.v1.insert(ctrl.clone(), parent.join(name));
         }
         groups.v2 = a.v2.as_ref().map(|(p, _)| p.join(name));
+        if groups.dirs().iter().any(|d| d.exists()) {
+            // A group of this name from an earlier life (a daemon killed before
+            // it could remove it): never reused with what it holds, whether
+            // processes or limits; emptied, removed and made anew.
+            
+        }
         match self.configure(a, &mut groups, spec) {
             Ok(()) => Ok(Some(groups)),
             Err(e) => {
@@ -434,7 +472,11 @@ impl Confinement {
         g: &mut JobGroups,
         spec: &GroupSpec,
     ) -> Result<(), CgroupError> {
-        let rules = devices::allow_list(&spec.gpu_minors, &devices::DriverMajors::read());
+        let rules = devices::allow_list(
+            &spec.gpu_minors,
+            &devices::HostDevices::read(),
+            &a.extra_devices,
+        );
         let limit = (spec.memory_mib > 0).then(|| spec.memory_mib.saturating_mul(1024 * 1024));
         g.memory_limit_bytes = limit;
         for (ctrl, dir) in &g.v1 {
@@ -460,7 +502,7 @@ impl Confinement {
         }
         if let (Some(dir), Some((_, ctrls))) = (&g.v2, &a.v2) {
             v2::mkdir(dir)?;
-            if a.devices == Some(DeviceVia::Bpf) {
+            if a.devices == Some(DeviceVia::Bpf) || a.bpf_too {
                 bpf::attach(dir, &rules)?;
             }
             let has = |c: &str| ctrls.iter().any(|x| x == c);
@@ -561,3 +603,5 @@ fn affinity() -> BTreeSet<u32> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod hybrid_tests;
