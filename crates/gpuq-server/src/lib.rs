@@ -309,6 +309,11 @@ async fn serve(opts: ServerOptions) -> Result<()> {
                 .map_or(0, |(_, total)| output.reserve_bytes(total)),
         },
     );
+    // Real GPUs (NVML): the nvidia-uvm major must exist before a confined
+    // job's group is made, or the job gets no rule for it.
+    if !slurm_mode && discovery.driver.version.is_some() && !discovery.gpus.is_empty() {
+        tracing::info!("{}", gpuq_exec::cgroup::devices::load_uvm());
+    }
     // Jobs' cgroups: found (and the daemon's subtree set up) before any job starts.
     let confinement = Arc::new(if slurm_mode {
         gpuq_exec::cgroup::Confinement::off("jobs run under Slurm, whose cgroups confine them")

@@ -3,6 +3,7 @@
 //! written as v1 `devices.allow` lines or compiled into the v2 program.
 
 use super::bpf::{ACC_MKNOD, ACC_READ, ACC_WRITE};
+use std::path::Path;
 
 /// `/dev/nvidiaN` is 195:N; `nvidiactl` 195:255; `nvidia-modeset` 195:254.
 pub const NVIDIA_MAJOR: u32 = 195;
@@ -102,6 +103,47 @@ impl DriverMajors {
             }
         }
         out
+    }
+}
+
+/// Where `nvidia-modprobe` is looked for (the driver package installs it
+/// setuid root in one of these).
+const NVIDIA_MODPROBE: &[&str] = &[
+    "/usr/bin/nvidia-modprobe",
+    "/usr/sbin/nvidia-modprobe",
+    "/bin/nvidia-modprobe",
+];
+
+/// Loads `nvidia-uvm` and makes its nodes (`nvidia-modprobe -u -c=0`), for a
+/// daemon whose GPUs come from the real driver: without persistenced the
+/// module may not be loaded at boot, and a confined job's own libcuda then
+/// cannot load it (no mknod, and no rule for a major that did not exist when
+/// its group was made). Returns the line for the daemon's log.
+pub fn load_uvm() -> String {
+    if DriverMajors::read().uvm.is_some() {
+        return "nvidia-uvm is loaded".into();
+    }
+    let Some(prog) = NVIDIA_MODPROBE.iter().find(|p| Path::new(p).is_file()) else {
+        return "nvidia-uvm is not loaded and nvidia-modprobe was not found: CUDA jobs \
+                under confinement will fail until it is (run nvidia-modprobe -u -c=0 or \
+                start nvidia-persistenced)"
+            .into();
+    };
+    let ran = std::process::Command::new(prog)
+        .args(["-u", "-c=0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output();
+    match (ran, DriverMajors::read().uvm) {
+        (_, Some(major)) => format!("{prog} -u -c=0 loaded nvidia-uvm (major {major})"),
+        (Ok(out), None) => format!(
+            "{prog} -u -c=0 did not load nvidia-uvm ({}; {}): CUDA jobs under confinement \
+             will fail until it is loaded",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        (Err(e), None) => format!("cannot run {prog}: {e}"),
     }
 }
 

@@ -156,22 +156,17 @@ fn daemon_checks(info: &gpuq_api::ServerInfo, asked: u32) -> Vec<Check> {
     if let Some(c) = &info.confinement {
         // Without confinement a job can reach GPUs, memory and cores it was
         // not given, and a process that leaves its group outlives a cancel.
-        let (status, fix) = if c.starts_with("none") {
-            (
-                "warn",
-                "run the daemon as root, or under a service manager that delegates its cgroup (docs/systemd: Delegate=yes); [confinement] mode = \"auto\"",
-            )
-        } else if c.contains("NOT") {
-            ("warn", "mount the missing cgroup controllers (see docs)")
-        } else {
-            ("ok", "")
-        };
+        let uvm = gpuq_exec::cgroup::devices::DriverMajors::read()
+            .uvm
+            .is_some();
+        let (status, fix, detail) =
+            confinement_check(c, info.driver_version.is_some() && gpus > 0, uvm);
         out.push(Check::new(
             "confinement",
             "Job isolation (cgroups)",
             status,
             Value::from(c.clone()),
-            c.clone(),
+            detail,
             fix,
         ));
     }
@@ -189,6 +184,37 @@ fn daemon_checks(info: &gpuq_api::ServerInfo, asked: u32) -> Vec<Check> {
         ));
     }
     out
+}
+
+/// The confinement check: status, fix and detail, from the daemon's line,
+/// whether its GPUs are real (NVML) and whether the nvidia-uvm major exists
+/// (without it a confined CUDA job cannot open or create /dev/nvidia-uvm).
+fn confinement_check(
+    c: &str,
+    real_gpus: bool,
+    uvm_major: bool,
+) -> (&'static str, &'static str, String) {
+    if c.starts_with("none") {
+        (
+            "warn",
+            "run the daemon as root, or under a service manager that delegates its cgroup (docs/systemd: Delegate=yes); [confinement] mode = \"auto\"",
+            c.to_string(),
+        )
+    } else if real_gpus && !uvm_major {
+        (
+            "warn",
+            "load it before jobs start: nvidia-modprobe -u -c=0 as root (the daemon runs it at start when present), or enable nvidia-persistenced; then restart the daemon",
+            format!("{c}; nvidia-uvm is not loaded (no major in /proc/devices): confined CUDA jobs cannot open /dev/nvidia-uvm"),
+        )
+    } else if c.contains("NOT") {
+        (
+            "warn",
+            "mount the missing cgroup controllers (see docs)",
+            c.to_string(),
+        )
+    } else {
+        ("ok", "", c.to_string())
+    }
 }
 
 fn plural(n: u32, what: &str) -> String {
@@ -274,4 +300,22 @@ async fn node(client: &Client, args: &DoctorArgs) -> Result<Report, CliError> {
         job: job.id,
         checks,
     })
+}
+
+#[cfg(test)]
+mod confinement_tests {
+    use super::confinement_check;
+
+    #[test]
+    fn real_gpus_without_the_uvm_major_are_a_warning() {
+        let on = "cgroup v1 (devices, memory, pids, cpuset)";
+        assert_eq!(confinement_check(on, true, true).0, "ok");
+        let (status, fix, detail) = confinement_check(on, true, false);
+        assert_eq!(status, "warn");
+        assert!(fix.contains("nvidia-modprobe -u -c=0"), "{fix}");
+        assert!(detail.contains("nvidia-uvm is not loaded"), "{detail}");
+        // Simulated or no GPUs: no uvm needed.
+        assert_eq!(confinement_check(on, false, false).0, "ok");
+        assert_eq!(confinement_check("none: mode = off", true, false).0, "warn");
+    }
 }
