@@ -468,7 +468,7 @@ impl LocalExecutor {
 
 /// A short stable name for a daemon's home (FNV-1a of its path): jobs' groups
 /// of daemons sharing a cgroup never collide.
-fn home_tag(home: &Path) -> String {
+pub fn home_tag(home: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let mut h: u64 = 0xcbf29ce484222325;
     for b in home.as_os_str().as_bytes() {

@@ -13,6 +13,10 @@ use std::time::Duration;
 /// The CPUs each running attempt holds (its cpuset).
 type Reserved = Arc<Mutex<BTreeMap<(JobId, u32), Vec<u32>>>>;
 
+/// Another daemon's empty group younger than this may be one it is about to
+/// enter a job into: left alone.
+const FOREIGN_GROUP_AGE: Duration = Duration::from_secs(60);
+
 /// How often an adopted attempt (not the daemon's child) is checked for its end.
 const ADOPTED_CHECK: Duration = Duration::from_millis(100);
 
@@ -265,10 +269,20 @@ impl LocalBackend {
 
     /// At start: this daemon's job groups whose attempt no supervisor watches
     /// any longer (it died with the daemon's machine, or was killed) are
-    /// emptied and removed, so no straggler keeps a GPU.
+    /// emptied and removed, so no straggler keeps a GPU. Empty groups of other
+    /// daemons (other homes, often long deleted) are removed too; one that
+    /// holds a process, or was made a moment ago (another daemon's launch
+    /// under way), is never touched.
     fn sweep_orphans(&self) {
         for (name, groups) in self.executor.confinement().existing() {
             let Some((job, attempt)) = self.executor.parse_group_name(&name) else {
+                if groups.procs().is_empty() && groups.age().is_some_and(|a| a >= FOREIGN_GROUP_AGE)
+                {
+                    match groups.remove() {
+                        Ok(()) => tracing::debug!("removed the empty cgroup {name}"),
+                        Err(e) => tracing::debug!("cannot remove the empty cgroup {name}: {e}"),
+                    }
+                }
                 continue;
             };
             if self.executor.supervisor_alive(job, attempt) {

@@ -364,3 +364,74 @@ fn a_daemon_that_cannot_make_cgroups_says_why_and_runs_jobs_as_before() {
         "{said}"
     );
 }
+
+/// The jobs' parent group in each hierarchy this test process (and so its
+/// daemon) belongs to.
+fn jobs_parents() -> Vec<PathBuf> {
+    let m = gpuq_exec::cgroup::detect::mounts().unwrap();
+    m.v1.values()
+        .cloned()
+        .chain(m.v2.map(|(p, _)| gpuq_exec::cgroup::v2::base_of(&p)))
+        .map(|p| p.join(gpuq_exec::cgroup::JOBS_DIR))
+        .collect()
+}
+
+#[test]
+fn empty_groups_other_daemons_left_are_removed_at_start_and_a_busy_one_is_not() {
+    if !running_as_root() {
+        return;
+    }
+    // Groups of daemons long gone (another home's tag): an empty one made
+    // long ago, one that still holds a process, and an empty one made just
+    // now (another daemon's launch may be about to enter it).
+    let parents = jobs_parents();
+    let (stale, busy, fresh) = ("job-5-1.0badf00d", "job-6-1.0badf00d", "job-7-1.0badf00d");
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("120")
+        .spawn()
+        .unwrap();
+    for p in &parents {
+        std::fs::create_dir_all(p).unwrap();
+        for name in [stale, busy, fresh] {
+            std::fs::create_dir(p.join(name)).unwrap();
+        }
+        let ok = std::process::Command::new("touch")
+            .args(["-d", "2020-01-01"])
+            .arg(p.join(stale))
+            .arg(p.join(busy))
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    // In one hierarchy only: the others' groups of that name are empty, but
+    // the group as a whole is not.
+    std::fs::write(
+        parents[0].join(busy).join("cgroup.procs"),
+        sleeper.id().to_string(),
+    )
+    .unwrap();
+    let Some(d) = root_daemon("", "sim:1") else {
+        return;
+    };
+    let id = d.submit(&["--gpus", "1", "--", "true"]);
+    assert_eq!(d.wait(id)["state"], "succeeded");
+    let gone = |name: &str| parents.iter().all(|p| !p.join(name).exists());
+    let kept = |name: &str| parents.iter().all(|p| p.join(name).exists());
+    let (stale_gone, busy_kept, fresh_kept) = (gone(stale), kept(busy), kept(fresh));
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    for p in &parents {
+        for name in [stale, busy, fresh] {
+            let _ = gpuq_exec::cgroup::remove_tree(&p.join(name));
+        }
+    }
+    assert!(
+        stale_gone,
+        "an old empty group of another daemon is removed"
+    );
+    assert!(busy_kept, "a group holding a process is never touched");
+    assert!(
+        fresh_kept,
+        "a group made a moment ago is left to its daemon"
+    );
+}

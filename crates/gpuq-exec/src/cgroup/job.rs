@@ -163,6 +163,15 @@ impl JobGroups {
         first.map_or(Ok(()), Err)
     }
 
+    /// How long ago the youngest of the groups was made (`None`: none is there).
+    pub fn age(&self) -> Option<Duration> {
+        self.dirs()
+            .iter()
+            .filter_map(|d| std::fs::metadata(d).and_then(|m| m.modified()).ok())
+            .map(|t| t.elapsed().unwrap_or_default())
+            .min()
+    }
+
     /// The controller files the supervisor writes a job into, one per group.
     pub fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs().iter().map(|d| d.join("cgroup.procs")).collect()

@@ -455,7 +455,8 @@ impl Confinement {
             // A group of this name from an earlier life (a daemon killed before
             // it could remove it): never reused with what it holds, whether
             // processes or limits; emptied, removed and made anew.
-            
+            groups.kill_all(EMPTY_WITHIN)?;
+            groups.remove()?;
         }
         match self.configure(a, &mut groups, spec) {
             Ok(()) => Ok(Some(groups)),

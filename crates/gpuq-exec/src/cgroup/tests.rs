@@ -291,6 +291,60 @@ fn a_job_killed_because_all_jobs_together_ran_out_is_not_blamed() {
     }
 }
 
+/// A group of the same name left from an earlier life (a daemon killed with
+/// -9 before it removed it) is never reused with its processes and limits.
+#[test]
+fn a_group_left_from_an_earlier_life_is_emptied_and_made_anew() {
+    let Some(sb) = Sandbox::new("stale") else {
+        return;
+    };
+    let c = sb.confinement(DeviceChoice::V1);
+    let old = c
+        .create(
+            "job-12-1",
+            &GroupSpec {
+                memory_mib: 64,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .unwrap();
+    let files = old.procs_files();
+    let mut cmd = Command::new("sleep");
+    cmd.arg("300");
+    // SAFETY: as in run_in.
+    unsafe {
+        cmd.pre_exec(move || {
+            for f in &files {
+                std::fs::write(f, "0")?;
+            }
+            Ok(())
+        });
+    }
+    let mut left = cmd.spawn().unwrap();
+    assert_eq!(old.procs().len(), 1);
+    let new = c
+        .create(
+            "job-12-1",
+            &GroupSpec {
+                memory_mib: 128,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(new.dirs(), old.dirs(), "the same name");
+    assert!(new.procs().is_empty(), "nothing of the earlier life in it");
+    let status = left.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    let limit = std::fs::read_to_string(new.v1["memory"].join("memory.limit_in_bytes")).unwrap();
+    assert_eq!(limit.trim(), (128u64 << 20).to_string(), "its own limit");
+    new.remove().unwrap();
+}
+
 #[test]
 fn groups_are_named_by_job_and_attempt() {
     assert_eq!(group_name(12, 3), "job-12-3");

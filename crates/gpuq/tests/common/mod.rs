@@ -362,6 +362,39 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
+        remove_empty_job_groups(&self.home);
+    }
+}
+
+/// The empty job cgroups a test's daemon (of `home`) left (a job it never
+/// ended, a daemon killed with -9), so test runs do not pile them up under
+/// gpuq-jobs. A group still holding a process is left alone.
+fn remove_empty_job_groups(home: &std::path::Path) {
+    let Ok(home) = home.canonicalize() else {
+        return;
+    };
+    let suffix = format!(".{}", gpuq_exec::local::home_tag(&home));
+    let Ok(mounts) = gpuq_exec::cgroup::detect::mounts() else {
+        return;
+    };
+    let parents = mounts
+        .v1
+        .values()
+        .cloned()
+        .chain(mounts.v2.map(|(p, _)| gpuq_exec::cgroup::v2::base_of(&p)))
+        .map(|p| p.join(gpuq_exec::cgroup::JOBS_DIR));
+    for parent in parents {
+        let Ok(entries) = std::fs::read_dir(&parent) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let busy = std::fs::read_to_string(e.path().join("cgroup.procs"))
+                .is_ok_and(|p| !p.trim().is_empty());
+            if name.starts_with("job-") && name.ends_with(&suffix) && !busy {
+                let _ = gpuq_exec::cgroup::remove_tree(&e.path());
+            }
+        }
     }
 }
 
