@@ -136,6 +136,81 @@ pub fn wrap(
     (argv, extra)
 }
 
+/// The bounds of the job's own cgroups, as the relay (the job's process,
+/// inside them) reads them: a rootful podman puts the container in cgroups of
+/// its own, outside the job's, so it is given the same bounds itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobBounds {
+    pub memory_bytes: Option<u64>,
+    pub cpus: Option<String>,
+    pub pids: Option<u64>,
+}
+
+impl JobBounds {
+    /// Reads this process's groups; all `None` outside a job's groups
+    /// (confinement off), where podman keeps its own defaults.
+    pub fn of_this_process() -> Self {
+        let Ok(m) = crate::cgroup::detect::mounts() else {
+            return Self::default();
+        };
+        let in_job = |p: &Path| {
+            p.to_string_lossy()
+                .contains(&format!("/{}/job-", crate::cgroup::JOBS_DIR))
+        };
+        let read = |p: PathBuf| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|t| t.trim().to_string())
+        };
+        let number = |t: Option<String>| t.and_then(|t| t.parse::<u64>().ok());
+        let v2 =
+            m.v2.as_ref()
+                .map(|(mount, own)| mount.join(own.trim_start_matches('/')))
+                .filter(|p| in_job(p));
+        let v1 = |ctrl: &str| m.v1.get(ctrl).filter(|p| in_job(p)).cloned();
+        let memory_bytes = match (v1("memory"), &v2) {
+            (Some(g), _) => number(read(g.join("memory.limit_in_bytes"))),
+            (None, Some(g)) => number(read(g.join("memory.max"))),
+            _ => None,
+        }
+        // v1's "no limit" is a huge page-rounded number.
+        .filter(|&b| b < 1 << 60);
+        let cpus = match (v1("cpuset"), &v2) {
+            (Some(g), _) => read(g.join("cpuset.cpus")),
+            (None, Some(g)) => read(g.join("cpuset.cpus.effective")),
+            _ => None,
+        }
+        .filter(|c| !c.is_empty());
+        let pids = match (v1("pids"), &v2) {
+            (Some(g), _) => number(read(g.join("pids.max"))),
+            (None, Some(g)) => number(read(g.join("pids.max"))),
+            _ => None,
+        };
+        Self {
+            memory_bytes,
+            cpus,
+            pids,
+        }
+    }
+
+    /// podman's flags for these bounds: memory without swap, the cpuset, the
+    /// process bound.
+    pub fn podman_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(b) = self.memory_bytes {
+            out.push(format!("--memory={b}b"));
+            out.push(format!("--memory-swap={b}b"));
+        }
+        if let Some(c) = &self.cpus {
+            out.push(format!("--cpuset-cpus={c}"));
+        }
+        if let Some(p) = self.pids {
+            out.push(format!("--pids-limit={p}"));
+        }
+        out
+    }
+}
+
 /// Signals the stop protocol sends, relayed to the container.
 const RELAYED: [i32; 5] = [
     libc::SIGTERM,
@@ -164,8 +239,17 @@ pub fn relay_main(name: &str, podman_argv: &[String]) -> i32 {
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
-    let mut cmd = std::process::Command::new(&podman_argv[0]);
-    cmd.args(&podman_argv[1..]).process_group(0);
+    let mut argv = podman_argv.to_vec();
+    // SAFETY: plain syscall.
+    if unsafe { libc::geteuid() } == 0 {
+        // Rootful podman makes the container's cgroups outside the job's: it
+        // gets the job's bounds itself. (Rootless podman on cgroup v1 makes
+        // none: the container stays in the job's groups.)
+        let bounds = JobBounds::of_this_process().podman_args();
+        argv.splice(run + 1..run + 1, bounds);
+    }
+    let mut cmd = std::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]).process_group(0);
     // SAFETY: async-signal-safe: the child gets an empty signal mask back.
     unsafe {
         cmd.pre_exec(|| {
@@ -253,6 +337,27 @@ pub fn passed_names(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_jobs_bounds_become_podmans_flags() {
+        let b = JobBounds {
+            memory_bytes: Some(64 << 20),
+            cpus: Some("0-1".into()),
+            pids: Some(4096),
+        };
+        assert_eq!(
+            b.podman_args(),
+            [
+                "--memory=67108864b",
+                "--memory-swap=67108864b",
+                "--cpuset-cpus=0-1",
+                "--pids-limit=4096"
+            ]
+        );
+        assert!(JobBounds::default().podman_args().is_empty());
+        // This test process is in no job's group: no bounds.
+        assert_eq!(JobBounds::of_this_process(), JobBounds::default());
+    }
 
     #[test]
     fn the_contract_goes_in_by_name_and_the_directories_at_their_paths() {

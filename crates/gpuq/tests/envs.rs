@@ -445,6 +445,42 @@ fn a_container_job_sees_its_gpus_and_directories_and_gets_sigterm_on_cancel() {
     assert!(stderr(&out).contains("image"), "{}", stderr(&out));
 }
 
+/// A root daemon's container job (rootful podman, which makes the container's
+/// cgroups itself) is held to the job's bounds: past --mem it is killed.
+#[cfg(feature = "system-tests")]
+#[test]
+fn a_confined_container_job_cannot_write_past_its_memory() {
+    if !podman_ready() {
+        return;
+    }
+    import_image("localhost/gpuq-envs-test:1", None);
+    let d = Daemon::start_with_config("sim:1", PODMAN_CONFIG);
+    let info: serde_json::Value = serde_json::from_str(&d.get("/v1/info")).unwrap();
+    if info["confinement"]
+        .as_str()
+        .is_none_or(|c| c.starts_with("none"))
+    {
+        eprintln!("skipped: jobs are not confined here ({info})");
+        return;
+    }
+    let id = d.submit(&[
+        "--mem",
+        "64M",
+        "--image",
+        "localhost/gpuq-envs-test:1",
+        "--",
+        "sh",
+        "-c",
+        // The shell itself holds 300 MB, written, not just reserved.
+        "echo up; x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived",
+    ]);
+    let end = d.wait(id);
+    let log = d.log(id);
+    assert!(log.contains("up"), "{log}");
+    assert!(!log.contains("survived"), "{end} {log}");
+    assert_eq!(end["state"], "failed", "{end} {log}");
+}
+
 /// Under a root daemon the container runs rootless as the job's user.
 #[cfg(feature = "system-tests")]
 #[test]
