@@ -178,6 +178,9 @@ struct Active {
     /// The site's own `allow_devices`.
     extra_devices: Vec<devices::DeviceRule>,
     max_processes: u64,
+    /// The daemon's cgroup2 group is not delegated to it: its controllers
+    /// were left alone.
+    undelegated: bool,
 }
 
 /// What one attempt's groups enforce.
@@ -233,6 +236,7 @@ impl Confinement {
             }
         }
         let mut v2_jobs = None;
+        let mut undelegated = false;
         if let Some((own, own_path)) = &mounts.v2 {
             let base = v2::base_of(own);
             let jobs = base.join(JOBS_DIR);
@@ -246,11 +250,28 @@ impl Confinement {
                                 || c == "cpu" && v1.contains_key("cpuacct"))
                         })
                         .collect();
-                    match v2::delegate(&base, &jobs, &ctrls, own_path == "/") {
-                        Ok(()) => v2_jobs = Some((jobs, ctrls)),
-                        Err(e) => {
-                            refused.push(e.to_string());
-                            v2_jobs = Some((jobs, vec![]));
+                    // SAFETY: plain syscall.
+                    let root_user = unsafe { libc::geteuid() } == 0;
+                    let delegated = ctrls.is_empty()
+                        || v2::is_delegated(
+                            own_path == "/" && root_user,
+                            &v2::delegate_xattrs(&base),
+                            &v2::procs(&base),
+                            std::process::id(),
+                        );
+                    if !delegated {
+                        // Not ours to rearrange (an SSH session's scope, a
+                        // unit without Delegate=yes): devices only, which the
+                        // device program confines without any controller.
+                        undelegated = true;
+                        v2_jobs = Some((jobs, vec![]));
+                    } else {
+                        match v2::delegate(&base, &jobs, &ctrls, own_path == "/") {
+                            Ok(()) => v2_jobs = Some((jobs, ctrls)),
+                            Err(e) => {
+                                refused.push(e.to_string());
+                                v2_jobs = Some((jobs, vec![]));
+                            }
                         }
                     }
                 }
@@ -308,6 +329,7 @@ impl Confinement {
                 bpf_too,
                 extra_devices: cfg.extra_devices().unwrap_or_default(),
                 max_processes: cfg.max_processes,
+                undelegated,
             }),
         })
     }
@@ -366,7 +388,12 @@ impl Confinement {
         if a.devices.is_none() {
             out.push_str("; devices NOT confined (no devices controller, no device program)");
         }
-        if !self.limits("memory") {
+        if a.undelegated && !self.limits("memory") {
+            out.push_str(
+                "; memory, cores and processes are not confined: run under the systemd unit \
+                 (Delegate=yes), docs/systemd/gpuq.service",
+            );
+        } else if !self.limits("memory") {
             out.push_str("; memory NOT limited");
         }
         out
@@ -603,6 +630,6 @@ fn affinity() -> BTreeSet<u32> {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod hybrid_tests;
+#[cfg(test)]
+mod tests;

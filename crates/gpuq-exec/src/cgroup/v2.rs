@@ -30,9 +30,58 @@ pub fn base_of(own: &Path) -> PathBuf {
     }
 }
 
+/// Whether the daemon's cgroup2 group is its own to rearrange (processes
+/// moved into a leaf, controllers handed down): the hierarchy's root when the
+/// daemon runs as root (`root_as_root`); a group its service manager
+/// delegated (systemd's `Delegate=yes` sets the `trusted.delegate` or
+/// `user.delegate` xattr: `xattrs` are those present); or one that holds no
+/// process but the daemon itself (`procs`, `own` its pid). Anything else (an
+/// SSH session's scope with the admin's shell in it) belongs to someone else.
+pub fn is_delegated(root_as_root: bool, xattrs: &[String], procs: &[u32], own: u32) -> bool {
+    root_as_root
+        || xattrs
+            .iter()
+            .any(|x| x == "trusted.delegate" || x == "user.delegate")
+        || procs.iter().all(|&p| p == own)
+}
+
+/// The delegation xattrs set on `group` (those of the two it has).
+pub fn delegate_xattrs(group: &Path) -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(group.as_os_str().as_bytes()) else {
+        return vec![];
+    };
+    ["trusted.delegate", "user.delegate"]
+        .into_iter()
+        .filter(|name| {
+            let name = std::ffi::CString::new(*name).expect("no NUL");
+            let mut buf = [0u8; 16];
+            // SAFETY: valid C strings and a buffer of the length given.
+            let n = unsafe {
+                libc::getxattr(
+                    path.as_ptr(),
+                    name.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            n >= 0
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The processes of `group` itself (not of the groups under it).
+pub fn procs(group: &Path) -> Vec<u32> {
+    std::fs::read_to_string(group.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
 /// Makes `base` hand `controllers` to `base/gpuq-jobs` and on to each job:
-/// every process of `base` (the daemon, and anything started with it) moves
-/// into the leaf first. `is_root`: the hierarchy's root group, which may hold
+/// the daemon moves into the leaf first (only itself: see [`is_delegated`]). `is_root`: the hierarchy's root group, which may hold
 /// processes and delegate at once.
 pub fn delegate(
     base: &Path,
@@ -46,16 +95,7 @@ pub fn delegate(
     if !is_root {
         let leaf = base.join(DAEMON_LEAF);
         mkdir(&leaf)?;
-        let procs = std::fs::read_to_string(base.join("cgroup.procs"))
-            .map_err(|e| CgroupError::io(&base.join("cgroup.procs"), e))?;
-        for pid in procs.lines().filter(|l| !l.trim().is_empty()) {
-            // A process that ended meanwhile cannot be moved: no matter.
-            match write(&leaf, "cgroup.procs", pid.trim()) {
-                Err(CgroupError::Io { source, .. })
-                    if source.raw_os_error() == Some(libc::ESRCH) => {}
-                other => other?,
-            }
-        }
+        write(&leaf, "cgroup.procs", &std::process::id().to_string())?;
     }
     let enable: Vec<String> = controllers.iter().map(|c| format!("+{c}")).collect();
     write(base, "cgroup.subtree_control", &enable.join(" "))?;
@@ -77,4 +117,27 @@ pub fn memory_limit(group: &Path, bytes: u64) -> Result<(), CgroupError> {
         write(group, "memory.swap.max", "0")?;
     }
     write(group, "memory.oom.group", "1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_delegated_group_is_taken_over() {
+        let own = 4242;
+        let none: Vec<String> = vec![];
+        // An admin's SSH session: its shell and sshd share the scope.
+        assert!(!is_delegated(false, &none, &[own, 1000, 1001], own));
+        // A unit with Delegate=yes, whatever else runs in it.
+        let trusted = vec!["trusted.delegate".to_string()];
+        assert!(is_delegated(false, &trusted, &[own, 1000], own));
+        let user = vec!["user.delegate".to_string()];
+        assert!(is_delegated(false, &user, &[own, 1000], own));
+        // A group of the daemon's own (alone in it, or already in its leaf).
+        assert!(is_delegated(false, &none, &[own], own));
+        assert!(is_delegated(false, &none, &[], own));
+        // The root of the hierarchy, as root.
+        assert!(is_delegated(true, &none, &[own, 1, 77], own));
+    }
 }
