@@ -17,6 +17,10 @@ type Reserved = Arc<Mutex<BTreeMap<(JobId, u32), Vec<u32>>>>;
 /// enter a job into: left alone.
 const FOREIGN_GROUP_AGE: Duration = Duration::from_secs(60);
 
+/// How long the daemon's start waits for an orphaned attempt's processes to
+/// die before it leaves the rest to a thread.
+const REATTACH_KILL_WITHIN: Duration = Duration::from_secs(1);
+
 /// How often an adopted attempt (not the daemon's child) is checked for its end.
 const ADOPTED_CHECK: Duration = Duration::from_millis(100);
 
@@ -226,12 +230,27 @@ impl Backend for LocalBackend {
         }
         if let Some(g) = groups {
             // Its supervisor died (with the machine, or killed): whatever of the
-            // job is left must not hold its GPUs any longer.
-            if let Err(e) = g
-                .kill_all(crate::cgroup::EMPTY_WITHIN)
-                .and_then(|()| g.remove())
-            {
-                tracing::warn!("job {job} attempt {attempt}: {e}");
+            // job is left must not hold its GPUs any longer. Killing usually
+            // takes milliseconds; one stuck (a process in uninterruptible sleep)
+            // is waited for on a thread, off the daemon's start.
+            match g.kill_all(REATTACH_KILL_WITHIN) {
+                Ok(()) => {
+                    if let Err(e) = g.remove() {
+                        tracing::warn!("job {job} attempt {attempt}: {e}");
+                    }
+                }
+                Err(_) => {
+                    let _ = std::thread::Builder::new()
+                        .name(format!("end-{job}-{attempt}"))
+                        .spawn(move || {
+                            if let Err(e) = g
+                                .kill_all(crate::cgroup::EMPTY_WITHIN)
+                                .and_then(|()| g.remove())
+                            {
+                                tracing::warn!("job {job} attempt {attempt}: {e}");
+                            }
+                        });
+                }
             }
         }
         if !recorded.rebooted && dir.pgid_file(attempt).exists() {

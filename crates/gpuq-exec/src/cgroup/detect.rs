@@ -108,8 +108,12 @@ fn join(mount: &CgroupMount, own: &str) -> Option<PathBuf> {
     let rel = if mount.root == "/" {
         own
     } else {
-        // A path outside the mount's root is not reachable through it.
-        own.strip_prefix(mount.root.as_str())?
+        // A path outside the mount's root is not reachable through it (by
+        // whole components: root /foo does not hold /foobar).
+        std::path::Path::new(own)
+            .strip_prefix(&mount.root)
+            .ok()?
+            .to_str()?
     };
     let rel = rel.trim_start_matches('/');
     // A process moved out of reach shows "(deleted)" or `..` paths: refuse them.
@@ -221,6 +225,15 @@ mod tests {
         // A group outside the mount's root cannot be reached through it.
         let mi = "30 24 0:26 /docker/abc /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n";
         assert_eq!(mounts_from("0::/other\n", mi).v2, None);
+        assert_eq!(
+            mounts_from("0::/docker/abcdef\n", mi).v2,
+            None,
+            "not by prefix"
+        );
+        assert_eq!(
+            mounts_from("0::/docker/abc/x\n", mi).v2.unwrap().0,
+            PathBuf::from("/sys/fs/cgroup/x")
+        );
         // No cgroup filesystem at all: nothing found.
         assert_eq!(mounts_from(cg, ""), Mounts::default());
         assert_eq!(unescape("/a\\040b"), "/a b");

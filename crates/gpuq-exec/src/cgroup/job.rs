@@ -87,29 +87,56 @@ impl JobGroups {
 
     /// Sends `signal` to every process of the job; the number reached.
     pub fn signal(&self, signal: i32) -> usize {
-        let mut n = 0;
-        for pid in self.procs() {
-            // SAFETY: plain syscall; pid > 1 (never init, never "every process").
-            if unsafe { libc::kill(pid, signal) } == 0 {
-                n += 1;
+        self.frozen(|| {
+            let mut n = 0;
+            for pid in self.procs() {
+                // SAFETY: plain syscall; pid > 1 (never init, never "every process").
+                if unsafe { libc::kill(pid, signal) } == 0 {
+                    n += 1;
+                }
             }
-        }
-        n
+            n
+        })
     }
 
     /// Sends `signal` to the job's processes that are not in process group
     /// `pgid` (which the caller signals as a whole); the number reached.
     pub fn signal_outside(&self, signal: i32, pgid: i32) -> usize {
-        let mut n = 0;
-        for pid in self.procs() {
-            // SAFETY: plain syscalls; pid > 1.
-            unsafe {
-                if libc::getpgid(pid) != pgid && libc::kill(pid, signal) == 0 {
-                    n += 1;
+        self.frozen(|| {
+            let mut n = 0;
+            for pid in self.procs() {
+                // SAFETY: plain syscalls; pid > 1.
+                unsafe {
+                    if libc::getpgid(pid) != pgid && libc::kill(pid, signal) == 0 {
+                        n += 1;
+                    }
                 }
             }
+            n
+        })
+    }
+
+    /// Runs `f` with the job frozen (the v1 freezer, else v2 `cgroup.freeze`)
+    /// where it can be: a pid read from `cgroup.procs` then stays the job's
+    /// until the signal is sent, never a process that took over a freed pid.
+    /// Signals sent meanwhile are delivered once it is thawed.
+    fn frozen<R>(&self, f: impl FnOnce() -> R) -> R {
+        let done = match (self.v1.get("freezer"), &self.v2) {
+            (Some(g), _) if freeze(g, true) => Some((g.as_path(), true)),
+            (_, Some(g)) if freeze_v2(g, true) => Some((g.as_path(), false)),
+            _ => None,
+        };
+        let out = f();
+        match done {
+            Some((g, true)) => {
+                freeze(g, false);
+            }
+            Some((g, false)) => {
+                freeze_v2(g, false);
+            }
+            None => {}
         }
-        n
+        out
     }
 
     /// Kills every process of the job and waits until none is left (at most
@@ -176,6 +203,22 @@ impl JobGroups {
     pub fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs().iter().map(|d| d.join("cgroup.procs")).collect()
     }
+}
+
+/// Freezes (or thaws) a cgroup2 group; true once it is in that state.
+fn freeze_v2(group: &Path, on: bool) -> bool {
+    if std::fs::write(group.join("cgroup.freeze"), if on { "1" } else { "0" }).is_err() {
+        return false;
+    }
+    let want = if on { "frozen 1" } else { "frozen 0" };
+    for _ in 0..100 {
+        match std::fs::read_to_string(group.join("cgroup.events")) {
+            Ok(s) if s.lines().any(|l| l.trim() == want) => return true,
+            Ok(_) => std::thread::sleep(Duration::from_millis(2)),
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 /// Freezes (or thaws) a v1 freezer group; true once it is in that state.

@@ -185,6 +185,17 @@ fn strays_killed(g: &JobGroups) {
     cmd.status().unwrap();
     assert_eq!(g.procs().len(), 2, "two stray sleeps");
     assert_eq!(g.signal(0), 2);
+    // Signalled while frozen (no pid recycled between the read and the
+    // signal), and thawed after.
+    assert_eq!(g.signal_outside(0, 0), 2);
+    if let Some(f) = g.v1.get("freezer") {
+        let state = std::fs::read_to_string(f.join("freezer.state")).unwrap();
+        assert_eq!(state.trim(), "THAWED");
+    }
+    if let Some(v2) = &g.v2 {
+        let events = std::fs::read_to_string(v2.join("cgroup.events")).unwrap();
+        assert!(events.lines().any(|l| l == "frozen 0"), "{events}");
+    }
     g.kill_all(EMPTY_WITHIN).unwrap();
     assert!(g.procs().is_empty());
     g.remove().unwrap();
