@@ -435,3 +435,68 @@ fn empty_groups_other_daemons_left_are_removed_at_start_and_a_busy_one_is_not() 
         "a group made a moment ago is left to its daemon"
     );
 }
+
+/// The daemon and the job's supervisor both killed with -9 while the job has a
+/// straggler outside its process group: the restarted daemon finds the group
+/// no supervisor watches, ends the attempt, kills what is left of the job,
+/// removes its groups, and only then gives the GPU to the next job.
+#[test]
+fn a_job_whose_daemon_and_supervisor_were_killed_is_ended_and_its_gpu_freed() {
+    let Some(mut d) = root_daemon("", "sim:1") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let pidfile = tmp.path().join("straggler.pid");
+    let superfile = tmp.path().join("supervisor.pid");
+    let code = format!(
+        r#"
+import os, signal, time
+open({superfile:?}, "w").write(str(os.getppid()))
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open({pidfile:?}, "w").write(str(os.getpid()))
+        time.sleep(600)
+    os._exit(0)
+time.sleep(600)
+"#,
+        superfile = superfile.display().to_string(),
+        pidfile = pidfile.display().to_string(),
+    );
+    let id = d.submit(&["--gpus", "1", "--", "python3", "-c", &code]);
+    let straggler = read_pid(&d, id, &pidfile);
+    let supervisor = read_pid(&d, id, &superfile);
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.job_dir(id).join("attempt-1.cgroup")).unwrap())
+            .unwrap();
+    let mut groups: Vec<PathBuf> = record["v1"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|p| PathBuf::from(p.as_str().unwrap()))
+        .collect();
+    groups.extend(record["v2"].as_str().map(PathBuf::from));
+    assert!(!groups.is_empty() && groups.iter().all(|g| g.exists()));
+    d.kill();
+    // SAFETY: the job's supervisor, whose pid the job itself reported.
+    assert_eq!(unsafe { libc::kill(supervisor, libc::SIGKILL) }, 0);
+    assert!(eventually(Duration::from_secs(10), || !alive(supervisor)
+        || std::fs::read_to_string(format!("/proc/{supervisor}/stat"))
+            .is_ok_and(|s| s.contains(") Z "))));
+    assert!(alive(straggler), "the straggler outlives both");
+    d.restart();
+    let job = d.wait(id);
+    assert_ne!(job["state"], "running", "{job}");
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(straggler)),
+        "the straggler outlived the restart"
+    );
+    assert!(
+        groups.iter().all(|g| !g.exists()),
+        "the job's groups are removed: {groups:?}"
+    );
+    let next = d.submit(&["--gpus", "1", "--", "echo", "next"]);
+    let job = d.wait(next);
+    assert_eq!(job["state"], "succeeded", "{job}");
+}
