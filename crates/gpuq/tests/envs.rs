@@ -370,6 +370,11 @@ fn import_image(name: &str, user: Option<&str>) {
     assert!(out.status.success(), "podman import: {}", stderr(&out));
 }
 
+/// Containers are named by job and attempt (gpuq-1-1), and the tests' daemons
+/// all start at job 1: tests running containers in root's own podman storage
+/// take turns.
+static ROOT_CONTAINERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const PODMAN_CONFIG: &str = "[containers]\nglobal_args = [\"--runtime\", \"runc\"]\nrun_args = [\"--ulimit\", \"nofile=1024:1024\", \"--ulimit\", \"nproc=1024:1024\"]\n";
 
 const IN_CONTAINER: &str = r#"trap 'echo got TERM > "$GPUQ_OUTPUT_DIR/term"; exit 3' TERM
@@ -430,6 +435,7 @@ fn a_container_job_sees_its_gpus_and_directories_and_gets_sigterm_on_cancel() {
     if !podman_ready() {
         return;
     }
+    let _one = ROOT_CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
     import_image("localhost/gpuq-envs-test:1", None);
     let d = Daemon::start_with_config("sim:2", PODMAN_CONFIG);
     let cwd = tempfile::tempdir().unwrap();
@@ -453,7 +459,10 @@ fn a_confined_container_job_cannot_write_past_its_memory() {
     if !podman_ready() {
         return;
     }
-    import_image("localhost/gpuq-envs-test:1", None);
+    let _one = ROOT_CONTAINERS.lock().unwrap_or_else(|e| e.into_inner());
+    // An image of its own: another test importing its image at the same
+    // time would retag it under this one.
+    import_image("localhost/gpuq-envs-oom:1", None);
     let d = Daemon::start_with_config("sim:1", PODMAN_CONFIG);
     let info: serde_json::Value = serde_json::from_str(&d.get("/v1/info")).unwrap();
     if info["confinement"]
@@ -467,7 +476,7 @@ fn a_confined_container_job_cannot_write_past_its_memory() {
         "--mem",
         "64M",
         "--image",
-        "localhost/gpuq-envs-test:1",
+        "localhost/gpuq-envs-oom:1",
         "--",
         "sh",
         "-c",
