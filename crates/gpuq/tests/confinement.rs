@@ -411,6 +411,8 @@ fn empty_groups_other_daemons_left_are_removed_at_start_and_a_busy_one_is_not() 
     )
     .unwrap();
     let Some(d) = root_daemon("", "sim:1") else {
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
         return;
     };
     let id = d.submit(&["--gpus", "1", "--", "true"]);
