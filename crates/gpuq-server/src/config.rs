@@ -105,6 +105,7 @@
 //! memory_per_gpu = "64G"         # default: the node's allocatable memory / its GPUs
 //! cpus = 0                       # a CPU-only job's cores (default 0: none reserved, it runs on the unreserved ones)
 //! memory_per_cpu = "4G"          # per reserved core, where no per-GPU share applies (default: allocatable / cores)
+//!                                # and the memory cap (not reserved) of a job holding no memory: × max(cores, 1)
 //! system_memory = "4G"           # not allocatable to jobs (default: 10% of the node's memory, at most 4G)
 //!
 //! [envs]                         # cached Python environments (`python:` in a spec)

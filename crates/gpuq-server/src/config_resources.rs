@@ -7,7 +7,8 @@
 //! memory_per_gpu = "64G"    # default: the node's allocatable memory / its GPUs, rounded down
 //! cpus = 0                  # cores a CPU-only job reserves when it does not ask (default 0: none)
 //! memory_per_cpu = "4G"     # memory per reserved core for a job the per-GPU share does not cover
-//!                           # (default: allocatable memory / the node's cores)
+//!                           # (default: allocatable memory / the node's cores); also the memory
+//!                           # cap (not a reservation) of a job that holds none: × max(cores, 1)
 //! system_memory = "4G"      # kept for the system and the daemon (default: 10% of the node's, at most 4G)
 //! ```
 
@@ -29,7 +30,9 @@ pub struct ResourcesConfig {
     /// small machine run its CPU-only jobs one or two at a time.
     #[serde(default)]
     pub cpus: u32,
-    /// Memory per reserved core (MiB); `"0"`: none reserved.
+    /// Memory per reserved core (MiB); `"0"`: none reserved. Also the cap
+    /// of a job that reserves no memory (per core, at least one): a limit
+    /// the scheduler does not count (`gpuq_core::memory_limit_mib`).
     #[serde(default, deserialize_with = "mem_or_zero")]
     pub memory_per_cpu: Option<u64>,
     /// Memory kept for the system and the daemon: not allocatable to jobs.
