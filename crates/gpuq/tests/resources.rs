@@ -58,6 +58,10 @@ fn a_job_gets_the_cores_and_memory_it_asks_for_or_the_configured_share() {
     for id in [gpu, asked, plain, from_file] {
         assert_eq!(d.wait(id)["state"], "succeeded");
     }
+    // Where jobs are confined (root), the cap is the limit its cgroup had.
+    if let Some(limit) = d.show(plain)["attempts"][0]["host_usage"]["memory_limit_bytes"].as_u64() {
+        assert_eq!(limit, 3072 << 20);
+    }
 }
 
 #[test]
