@@ -134,6 +134,9 @@ impl Service {
                 // Not the job's fault: it runs again.
                 Some(OutsideEnd::Lost(why)) => {
                     tracing::info!("job {id} attempt {attempt}: {why}; it runs again");
+                    if let Some(run) = self.lock().running.get_mut(&id) {
+                        run.lost = Some(why);
+                    }
                     record = Some(ExitRecord {
                         exit_code: Some(super::outcome::EXIT_REQUEUE),
                         signal: None,

@@ -114,7 +114,9 @@ impl Service {
                 // What ended the last attempt: a crash is retried, exit 75 requeued.
                 let until = clock(*until, now);
                 match inner.store.job(id)?.and_then(|j| j.reason) {
-                    Some(r) if r.starts_with("requeued by the job") => {
+                    Some(r)
+                        if r.starts_with("requeued by the job") || r.starts_with("requeued: ") =>
+                    {
                         let what = r.split(';').next().unwrap_or(&r);
                         format!("is {what}, waiting out its back-off until {until}")
                     }

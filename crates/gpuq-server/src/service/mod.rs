@@ -102,6 +102,9 @@ struct RunningAttempt {
     /// It has begun to run: at once on a backend that does not queue launches,
     /// else when the backend says it started.
     began: bool,
+    /// The backend gave it back, not the job's fault (its node failed, the
+    /// cores it was placed on were taken): why, for the requeue's reason.
+    lost: Option<String>,
     /// The group it counts against (a job array's `%N`).
     group: Option<gpuq_core::JobGroup>,
 }
@@ -141,6 +144,7 @@ impl RunningAttempt {
             failures,
             rate: None,
             began: true,
+            lost: None,
             group: None,
         }
     }
@@ -793,6 +797,7 @@ impl Service {
                 log_tail: &log_tail,
                 now,
                 began: run.began,
+                lost: run.lost.as_deref(),
                 stalled_requeues,
                 requeue: outcome::RequeuePolicy::of(&self.config.scheduler),
             });

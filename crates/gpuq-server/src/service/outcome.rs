@@ -77,6 +77,9 @@ pub struct Ended<'a> {
     pub now: Millis,
     /// It had begun to run (false: it ended while waiting in the backend's queue).
     pub began: bool,
+    /// The backend gave the attempt back (its node failed, its cores were
+    /// taken): why. Requeued as an exit 75 is, worded as what happened.
+    pub lost: Option<&'a str>,
     /// Requeues by exit 75 in a row since the job last made progress, this
     /// attempt's included (0: this attempt wrote a checkpoint or a metric).
     pub stalled_requeues: u32,
@@ -303,12 +306,16 @@ fn requeued_by_the_job(e: &Ended<'_>) -> Outcome {
         0 | 1 => String::new(),
         n => format!(", {n} in a row without a new checkpoint or metric"),
     };
+    let after = gpuq_core::DurationSpec::from_millis(delay.max(1));
+    let reason = match e.lost {
+        Some(why) => format!(
+            "requeued: {why} (not the job's fault, no retry counted{stalled_note}); starts again after {after}"
+        ),
+        None => format!("requeued by the job (exit 75{stalled_note}); starts again after {after}"),
+    };
     Outcome {
         next_state: JobState::Queued,
-        reason: format!(
-            "requeued by the job (exit 75{stalled_note}); starts again after {}",
-            gpuq_core::DurationSpec::from_millis(delay.max(1))
-        ),
+        reason,
         failures: e.failures,
         eligible_at: (delay > 0).then_some(e.now + delay as i64),
         event: "requeued",
@@ -423,6 +430,7 @@ mod tests {
             log_tail: log,
             now: 1000,
             began: true,
+            lost: None,
             stalled_requeues: 0,
             requeue: POLICY,
         })
@@ -462,6 +470,7 @@ mod tests {
             log_tail: log,
             now: 1000,
             began: true,
+            lost: None,
             stalled_requeues: 0,
             requeue: POLICY,
         });
@@ -492,6 +501,7 @@ mod tests {
             log_tail: "",
             now: 1000,
             began: true,
+            lost: None,
             stalled_requeues: stalled,
             requeue: POLICY,
         })
@@ -565,6 +575,7 @@ mod tests {
             log_tail: "",
             now: 0,
             began: true,
+            lost: None,
             stalled_requeues: 0,
             requeue: POLICY,
         });
@@ -585,6 +596,7 @@ mod tests {
             log_tail: "",
             now: 0,
             began: true,
+            lost: None,
             stalled_requeues: 0,
             requeue: POLICY,
         });
@@ -613,6 +625,7 @@ mod tests {
             log_tail: log,
             now: 1000,
             began: true,
+            lost: None,
             stalled_requeues: 0,
             requeue: POLICY,
         })
@@ -730,6 +743,7 @@ mod tests {
             log_tail: "",
             now: 0,
             began: true,
+            lost: None,
             stalled_requeues: 0,
             requeue: POLICY,
         });
@@ -763,6 +777,7 @@ mod tests {
             failures: 0,
             log_tail: "",
             began: true,
+            lost: None,
             stalled_requeues: 0,
             requeue: POLICY,
             now: 0,
@@ -780,6 +795,7 @@ mod tests {
             failures: 1,
             log_tail: "",
             began: true,
+            lost: None,
             stalled_requeues: 0,
             requeue: POLICY,
             now: 0,
@@ -791,6 +807,7 @@ mod tests {
             failures: 0,
             log_tail: "",
             began: false,
+            lost: None,
             stalled_requeues: 0,
             requeue: POLICY,
             now: 0,
@@ -803,5 +820,39 @@ mod tests {
             (o.next_state, o.failures, o.event),
             (JobState::Preempted, 1, "preempted")
         );
+    }
+
+    #[test]
+    fn an_attempt_the_backend_gave_back_says_why_not_exit_75() {
+        let s = spec(2);
+        let record = ExitRecord {
+            exit_code: Some(EXIT_REQUEUE),
+            signal: None,
+            spawn_error: None,
+            cannot_start: false,
+            ended_at_ms: 0,
+            usage: None,
+        };
+        let o = classify(&Ended {
+            record: Some(&record),
+            stop: None,
+            spec: &s,
+            failures: 0,
+            log_tail: "",
+            began: true,
+            lost: Some("Slurm job 12: NODE_FAIL"),
+            stalled_requeues: 1,
+            requeue: POLICY,
+            now: 0,
+        });
+        assert_eq!(o.next_state, JobState::Queued);
+        assert_eq!(o.failures, 0, "no retry spent");
+        assert!(
+            o.reason
+                .starts_with("requeued: Slurm job 12: NODE_FAIL (not the job's fault"),
+            "{}",
+            o.reason
+        );
+        assert!(!o.reason.contains("exit 75"), "{}", o.reason);
     }
 }
