@@ -196,10 +196,7 @@ mod tests {
         let gpu = effective(&spec(2, None, None), &d);
         assert_eq!(memory_limit_mib(&gpu, &d), 128 * 1024);
         // A node that counts no memory (Slurm's): none here.
-        assert_eq!(
-            memory_limit_mib(&cpu_only, &ResourceDefaults::default()),
-            0
-        );
+        assert_eq!(memory_limit_mib(&cpu_only, &ResourceDefaults::default()), 0);
     }
 
     #[test]
