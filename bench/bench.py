@@ -305,8 +305,9 @@ def confinement(args):
         sys.exit("confinement needs root (the daemon makes cgroups)")
     modes = {
         "confinement off": '[confinement]\nmode = "off"\n',
-        "cgroup v1 (devices controller)": '[confinement]\ndevices = "v1"\n',
-        "cgroup v2 device program (BPF)": '[confinement]\ndevices = "bpf"\n',
+        "cgroups, devices by the v1 controller": '[confinement]\ndevices = "v1"\n',
+        "cgroups, devices by the v2 program (BPF)": '[confinement]\ndevices = "bpf"\n',
+        "cgroups, default (both device paths on a hybrid host)": '[confinement]\ndevices = "auto"\n',
     }
     lat = {m: [] for m in modes}
     thr = {m: [] for m in modes}
