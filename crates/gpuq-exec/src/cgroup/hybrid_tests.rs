@@ -4,53 +4,10 @@
 //! its v1 devices group is still held by the program. Elsewhere these tests
 //! have nothing to act on and return at once.
 
+use super::tests::Sandbox;
 use super::*;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-
-/// The daemon's mounts with a test group of its own in each hierarchy.
-struct Sandbox {
-    mounts: detect::Mounts,
-}
-
-impl Sandbox {
-    fn new() -> Option<Self> {
-        // SAFETY: plain syscall.
-        if unsafe { libc::geteuid() } != 0 {
-            return None;
-        }
-        let own = detect::mounts().ok()?;
-        let name = format!("gpuq-unit-hybrid-{}", std::process::id());
-        let mut mounts = detect::Mounts::default();
-        for (c, p) in &own.v1 {
-            let d = p.join(&name);
-            std::fs::create_dir_all(&d).ok()?;
-            v1::prepare_parent(c, &d).ok()?;
-            mounts.v1.insert(c.clone(), d);
-        }
-        if let Some((p, _)) = &own.v2 {
-            let d = p.join(&name);
-            std::fs::create_dir_all(&d).ok()?;
-            mounts.v2 = Some((d, format!("/{name}")));
-        }
-        let hybrid = mounts.v1.contains_key("devices") && mounts.v2.is_some();
-        let s = Self { mounts };
-        hybrid.then_some(s)
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        for d in self
-            .mounts
-            .v1
-            .values()
-            .chain(self.mounts.v2.iter().map(|(p, _)| p))
-        {
-            let _ = remove_tree(d);
-        }
-    }
-}
 
 /// errno of opening `path` (or "opened") from a process in the job's cgroup2
 /// group only: outside its v1 devices group, as one that moved itself out.
@@ -72,7 +29,7 @@ fn open_in_v2_only(v2: &Path, path: &Path) -> String {
 
 #[test]
 fn auto_on_a_hybrid_host_attaches_the_device_program_beside_the_v1_rules() {
-    let Some(sb) = Sandbox::new() else {
+    let Some(sb) = Sandbox::new("hybrid") else {
         return;
     };
     let cfg = ConfinementConfig {

@@ -8,12 +8,13 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 /// Groups made for one test under this process's own groups, removed after.
-struct Sandbox {
-    mounts: detect::Mounts,
+/// `None` unless run as root on a host with v1 devices and a cgroup2 mount.
+pub(super) struct Sandbox {
+    pub(super) mounts: detect::Mounts,
 }
 
 impl Sandbox {
-    fn new(tag: &str) -> Option<Self> {
+    pub(super) fn new(tag: &str) -> Option<Self> {
         // SAFETY: plain syscall.
         if unsafe { libc::geteuid() } != 0 {
             return None;
