@@ -19,14 +19,9 @@ impl Service {
         let groups = gpuq_exec::cgroup::JobGroups::load(&self.job_dir(job.id), job.attempt)
             .ok()
             .flatten()?;
-        let u = gpuq_exec::cgroup::usage::read_usage(&groups);
-        Some(HostUsage {
-            oom_killed: u.oom_killed,
-            memory_peak_bytes: u.memory_peak_bytes,
-            memory_limit_bytes: u.memory_limit_bytes,
-            cpu_seconds: u.cpu_seconds,
-            cpus: u.cpus.filter(|n| *n > 0),
-        })
+        Some(super::outcome::shown_usage(
+            &gpuq_exec::cgroup::usage::read_usage(&groups),
+        ))
     }
 
     /// A listed running job with its memory and CPU so far (`gpuq top`).

@@ -272,14 +272,18 @@ fn out_of_memory_limit(e: &Ended<'_>, usage: &gpuq_exec::CgroupUsage, how: &str)
 /// What the attempt's cgroup counted, as stored with its end and shown by
 /// `show`, `top`, the dashboard and `advise`; `None` when it ran unconfined.
 pub fn host_usage(record: Option<&ExitRecord>) -> Option<gpuq_core::job::HostUsage> {
-    let u = record?.usage.as_ref()?;
-    Some(gpuq_core::job::HostUsage {
+    record?.usage.as_ref().map(shown_usage)
+}
+
+/// What the API shows of a cgroup's counters (an ended attempt's or a running one's).
+pub fn shown_usage(u: &gpuq_exec::CgroupUsage) -> gpuq_core::job::HostUsage {
+    gpuq_core::job::HostUsage {
         oom_killed: u.oom_killed,
         memory_peak_bytes: u.memory_peak_bytes,
         memory_limit_bytes: u.memory_limit_bytes,
         cpu_seconds: u.cpu_seconds,
         cpus: u.cpus.filter(|c| *c > 0),
-    })
+    }
 }
 
 /// Exit 75: queued again after a back-off that grows while the job makes no
